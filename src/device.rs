@@ -1,0 +1,1175 @@
+//! One device: its lifecycle phase, ports, epoch and client registry, and every handler.
+//!
+//! Handlers check everything first and change state only once nothing can fail, so a
+//! refused input leaves the device exactly as it was.
+
+use crate::queue::OutputQueue;
+use crate::registry::{ClientState, Lookup, Registry, Role, Slot};
+use crate::table::{InputKind, PhaseKind};
+use crate::types::*;
+
+value_type! {
+    /// Whether the device holds hardware resources (mapped registers, interrupts).
+    pub enum Resources {
+        /// Nothing claimed: removal has nothing to release.
+        None,
+        /// Claimed: removal releases them.
+        Held,
+    }
+}
+
+value_type! {
+    /// A hardware command whose completion the machine still waits for.
+    pub enum HwOp {
+        /// [`HardwareCommand::Start`], answered by [`Input::StartDone`].
+        Start,
+        /// [`HardwareCommand::Reset`], answered by [`Input::ResetDone`].
+        Reset,
+    }
+}
+
+value_type! {
+    /// What removal undoes once every client has detached.
+    pub enum Teardown {
+        /// Nothing was claimed (never started, a start that failed early, or stopped).
+        Nothing,
+        /// Release resources without touching registers (failed or vanished hardware).
+        Release,
+        /// Quiesce the hardware, then release resources.
+        ShutdownAndRelease,
+    }
+}
+
+impl Teardown {
+    const fn of(resources: Resources) -> Teardown {
+        match resources {
+            Resources::None => Teardown::Nothing,
+            Resources::Held => Teardown::Release,
+        }
+    }
+
+    /// The same teardown for hardware that has vanished: no register is touched.
+    const fn without_registers(self) -> Teardown {
+        match self {
+            Teardown::ShutdownAndRelease => Teardown::Release,
+            other => other,
+        }
+    }
+}
+
+value_type! {
+    /// What follows the hardware reset in flight.
+    pub enum AfterReset {
+        /// Back to running.
+        Resume,
+        /// One follow-up cycle, for requests that arrived during execution.
+        FollowUp,
+        /// Remove the device, then complete this request.
+        Remove(RequestToken),
+    }
+}
+
+value_type! {
+    /// The state a query remove left, restored exactly by cancel remove.
+    pub enum Prior {
+        /// Added, never started.
+        Added,
+        /// Running.
+        Running,
+        /// Stopped.
+        Stopped,
+        /// Failed.
+        Failed(Resources),
+    }
+}
+
+value_type! {
+    /// The state of a device slot, with the data each state needs.
+    pub enum Phase {
+        /// No device.
+        Absent,
+        /// Added, never started.
+        Added,
+        /// Hardware start in flight; `token` completes when it reports.
+        Starting {
+            /// The start request.
+            token: RequestToken,
+        },
+        /// Running, no reset cycle.
+        Running,
+        /// Clients told `RESET` at `since`; waiting for voters.
+        Quiescing {
+            /// When the cycle began: voters' deadlines count from here.
+            since: Tick,
+        },
+        /// Hardware reset in flight.
+        Executing {
+            /// What follows it.
+            then: AfterReset,
+        },
+        /// Query stop succeeded.
+        StopPending,
+        /// Stopped; resources released.
+        Stopped,
+        /// Query remove succeeded.
+        RemovePending {
+            /// The state cancel remove restores.
+            prior: Prior,
+        },
+        /// Failed.
+        Failed {
+            /// What removal must release.
+            resources: Resources,
+        },
+        /// The hardware vanished.
+        SurpriseRemoved {
+            /// What removal must release (known once `in_flight` reports).
+            resources: Resources,
+            /// A hardware command that has not reported yet.
+            in_flight: Option<HwOp>,
+        },
+        /// Draining clients, then undoing.
+        Removing {
+            /// The remove request, if the PnP manager sent one (unload sends none).
+            token: Option<RequestToken>,
+            /// When clients that have not detached are revoked.
+            deadline: Tick,
+            /// What to undo at the end.
+            teardown: Teardown,
+            /// A hardware command that must report before resources go.
+            in_flight: Option<HwOp>,
+        },
+    }
+}
+
+impl Phase {
+    /// The state without its data: the row of the per-state table.
+    pub const fn kind(&self) -> PhaseKind {
+        match self {
+            Phase::Absent => PhaseKind::Absent,
+            Phase::Added => PhaseKind::Added,
+            Phase::Starting { .. } => PhaseKind::Starting,
+            Phase::Running => PhaseKind::Running,
+            Phase::Quiescing { .. } => PhaseKind::Quiescing,
+            Phase::Executing { .. } => PhaseKind::Executing,
+            Phase::StopPending => PhaseKind::StopPending,
+            Phase::Stopped => PhaseKind::Stopped,
+            Phase::RemovePending { .. } => PhaseKind::RemovePending,
+            Phase::Failed { .. } => PhaseKind::Failed,
+            Phase::SurpriseRemoved { .. } => PhaseKind::SurpriseRemoved,
+            Phase::Removing { .. } => PhaseKind::Removing,
+        }
+    }
+}
+
+value_type! {
+    /// One physical port.
+    pub struct Port {
+        /// Its capabilities, once configured.
+        pub caps: Option<PortCaps>,
+        /// Its link state.
+        pub link: LinkState,
+    }
+}
+
+impl Port {
+    const UNCONFIGURED: Port = Port {
+        caps: None,
+        link: LinkState::Down,
+    };
+}
+
+/// What a handler needs from the driver around it.
+pub(crate) struct Ctx<'a, const Q: usize> {
+    pub(crate) device: DeviceId,
+    pub(crate) now: Tick,
+    pub(crate) config: &'a Config,
+    pub(crate) unloading: bool,
+    pub(crate) out: &'a mut OutputQueue<Q>,
+}
+
+impl<const Q: usize> Ctx<'_, Q> {
+    fn hardware(&mut self, command: HardwareCommand) {
+        debug!("device {} hardware {}", self.device.0, command);
+        self.out.push(Output::Hardware {
+            device: self.device,
+            command,
+        });
+    }
+
+    fn complete(&mut self, token: RequestToken, status: Status) {
+        self.out.push(Output::Complete {
+            device: self.device,
+            token,
+            status,
+        });
+    }
+
+    fn cycle_finished(&mut self, outcome: CycleOutcome) {
+        debug!("device {} cycle finished {}", self.device.0, outcome);
+        self.out.push(Output::ResetCycleFinished {
+            device: self.device,
+            outcome,
+        });
+    }
+
+    fn deadline(&self, after: u64) -> Tick {
+        Tick(self.now.0.saturating_add(after))
+    }
+}
+
+/// One device slot.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct Device<const C: usize, const P: usize> {
+    pub(crate) phase: Phase,
+    pub(crate) epoch: Epoch,
+    pub(crate) ports: [Port; P],
+    pub(crate) registry: Registry<C>,
+}
+
+impl<const C: usize, const P: usize> Device<C, P> {
+    pub(crate) const fn new() -> Self {
+        Device {
+            phase: Phase::Absent,
+            epoch: Epoch(0),
+            ports: [Port::UNCONFIGURED; P],
+            registry: Registry::new(),
+        }
+    }
+
+    fn refuse(&self, input: InputKind) -> Error {
+        Error::InvalidState {
+            phase: self.phase.kind(),
+            input,
+        }
+    }
+
+    /// Run a device input the table accepted.
+    pub(crate) fn dispatch<const Q: usize>(
+        &mut self,
+        cx: &mut Ctx<'_, Q>,
+        input: Input,
+    ) -> Result<Reply, Error> {
+        let accepted = |r: Result<(), Error>| r.map(|()| Reply::Accepted);
+        match input {
+            Input::AddDevice { .. } => accepted(self.add(cx)),
+            Input::ConfigurePort { port, caps, .. } => accepted(self.configure_port(port, caps)),
+            Input::Start { token, .. } => accepted(self.start(cx, token)),
+            Input::StartDone { result, .. } => accepted(self.start_done(cx, result)),
+            Input::QueryStop { token, .. } => accepted(self.query_stop(cx, token)),
+            Input::CancelStop { token, .. } => accepted(self.cancel_stop(cx, token)),
+            Input::Stop { token, .. } => accepted(self.stop(cx, token)),
+            Input::QueryRemove { token, .. } => accepted(self.query_remove(cx, token)),
+            Input::CancelRemove { token, .. } => accepted(self.cancel_remove(cx, token)),
+            Input::Remove { token, .. } => accepted(self.remove(cx, Some(token))),
+            Input::SurpriseRemoval { .. } => accepted(self.surprise_removal(cx)),
+            Input::FatalError { .. } => self.request_reset(cx).map(Reply::Reset),
+            Input::ResetDone { result, .. } => accepted(self.reset_done(cx, result)),
+            Input::LinkChanged { port, state, .. } => accepted(self.link_changed(cx, port, state)),
+            Input::Register { kind, .. } => self.register(cx, kind),
+            Input::Unregister { client } => self.unregister(cx, client).map(Reply::Unregistered),
+            Input::CallbackDone { client } => accepted(self.callback_done(cx, client)),
+            Input::AcquireInterface { client } => self.acquire(client).map(Reply::Interface),
+            Input::ResetRequest { client } => {
+                self.registry.active(client)?;
+                self.request_reset(cx).map(Reply::Reset)
+            }
+            Input::ResetExecute { client } => accepted(self.reset_execute(cx, client)),
+            Input::Bind { client, ports } => accepted(self.bind(client, ports)),
+            Input::Hold { client } => accepted(self.set_hold(client, true)),
+            Input::ReleaseHold { client } => accepted(self.set_hold(client, false)),
+            Input::Access {
+                client,
+                epoch,
+                what,
+            } => self
+                .access(client, epoch, what)
+                .map(|()| Reply::AccessGranted),
+            Input::Tick { .. } | Input::Unload => Err(self.refuse(input.kind())),
+        }
+    }
+
+    // ---- notifications -------------------------------------------------------------
+
+    fn notify<const Q: usize>(&mut self, cx: &mut Ctx<'_, Q>, index: usize, event: Event) {
+        if let Some(slot) = self.registry.slot_mut(index) {
+            // Room was checked before the input was accepted (see `Registry::backlogged`).
+            slot.callbacks = slot.callbacks.saturating_add(1);
+            let client = Registry::<C>::handle(cx.device, index, slot);
+            cx.out.push(Output::Notify { client, event });
+        }
+    }
+
+    /// Tell every active client `event`.
+    fn notify_active<const Q: usize>(&mut self, cx: &mut Ctx<'_, Q>, event: Event) {
+        for index in 0..C {
+            if self.registry.slot(index).is_some_and(Slot::is_active) {
+                self.notify(cx, index, event);
+            }
+        }
+    }
+
+    /// Set every active client's role (and, after a completed reset, mark it stale).
+    fn set_roles(&mut self, role: Role, interface_stale: bool) {
+        for slot in self.registry.slots.iter_mut() {
+            if let ClientState::Active { role: r, fresh, .. } = &mut slot.state {
+                *r = role;
+                if interface_stale {
+                    *fresh = false;
+                }
+            }
+        }
+    }
+
+    fn free_slot<const Q: usize>(&mut self, cx: &mut Ctx<'_, Q>, index: usize) {
+        if let Some(slot) = self.registry.slot_mut(index) {
+            let client = Registry::<C>::handle(cx.device, index, slot);
+            slot.free();
+            cx.out.push(Output::ClientGone { client });
+        }
+    }
+
+    // ---- device lifecycle ----------------------------------------------------------
+
+    fn add<const Q: usize>(&mut self, cx: &mut Ctx<'_, Q>) -> Result<(), Error> {
+        if cx.unloading {
+            return Err(Error::Unloading);
+        }
+        self.phase = Phase::Added;
+        Ok(())
+    }
+
+    fn configure_port(&mut self, port: PhysPort, caps: PortCaps) -> Result<(), Error> {
+        let slot = self
+            .ports
+            .get_mut(usize::from(port.0))
+            .ok_or(Error::NoSuchPort)?;
+        if slot.caps.is_some() {
+            return Err(Error::PortAlreadyConfigured);
+        }
+        slot.caps = Some(caps);
+        Ok(())
+    }
+
+    fn start<const Q: usize>(
+        &mut self,
+        cx: &mut Ctx<'_, Q>,
+        token: RequestToken,
+    ) -> Result<(), Error> {
+        self.phase = Phase::Starting { token };
+        cx.hardware(HardwareCommand::Start);
+        Ok(())
+    }
+
+    fn start_done<const Q: usize>(
+        &mut self,
+        cx: &mut Ctx<'_, Q>,
+        result: StartResult,
+    ) -> Result<(), Error> {
+        let claimed = match result {
+            StartResult::FailedBeforeResources => Resources::None,
+            StartResult::Started | StartResult::FailedAfterResources => Resources::Held,
+        };
+        match self.phase {
+            Phase::Starting { token } => {
+                let (status, teardown) = match result {
+                    StartResult::Started => (Status::Success, Teardown::ShutdownAndRelease),
+                    _ => (Status::HardwareFailed, Teardown::of(claimed)),
+                };
+                cx.complete(token, status);
+                if cx.unloading {
+                    return self.begin_removal(cx, None, teardown, None, false);
+                }
+                if result == StartResult::Started {
+                    self.phase = Phase::Running;
+                    let epoch = self.epoch;
+                    self.notify_active(cx, Event::DeviceStarted { epoch });
+                } else {
+                    self.phase = Phase::Failed { resources: claimed };
+                    self.notify_active(cx, Event::DeviceFatal);
+                }
+                Ok(())
+            }
+            Phase::SurpriseRemoved {
+                in_flight: Some(HwOp::Start),
+                ..
+            } => {
+                self.phase = Phase::SurpriseRemoved {
+                    resources: claimed,
+                    in_flight: None,
+                };
+                Ok(())
+            }
+            Phase::Removing {
+                token,
+                deadline,
+                in_flight: Some(HwOp::Start),
+                ..
+            } => {
+                // Only a surprise removal leaves a start in flight during removal.
+                self.phase = Phase::Removing {
+                    token,
+                    deadline,
+                    teardown: Teardown::of(claimed),
+                    in_flight: None,
+                };
+                self.try_finish_removal(cx);
+                Ok(())
+            }
+            _ => Err(Error::NoHardwareCommandInFlight),
+        }
+    }
+
+    fn query_stop<const Q: usize>(
+        &mut self,
+        cx: &mut Ctx<'_, Q>,
+        token: RequestToken,
+    ) -> Result<(), Error> {
+        match self.phase {
+            Phase::Running => {
+                self.phase = Phase::StopPending;
+                cx.complete(token, Status::Success);
+                Ok(())
+            }
+            Phase::Quiescing { .. } | Phase::Executing { .. } => {
+                Err(Error::Vetoed(VetoReason::ResetInProgress))
+            }
+            _ => Err(self.refuse(InputKind::QueryStop)),
+        }
+    }
+
+    fn cancel_stop<const Q: usize>(
+        &mut self,
+        cx: &mut Ctx<'_, Q>,
+        token: RequestToken,
+    ) -> Result<(), Error> {
+        if self.phase != Phase::StopPending {
+            return Err(self.refuse(InputKind::CancelStop));
+        }
+        self.phase = Phase::Running;
+        cx.complete(token, Status::Success);
+        Ok(())
+    }
+
+    fn stop<const Q: usize>(
+        &mut self,
+        cx: &mut Ctx<'_, Q>,
+        token: RequestToken,
+    ) -> Result<(), Error> {
+        if self.phase != Phase::StopPending {
+            return Err(self.refuse(InputKind::Stop));
+        }
+        self.phase = Phase::Stopped;
+        self.notify_active(cx, Event::DeviceStopped);
+        cx.hardware(HardwareCommand::Shutdown);
+        cx.hardware(HardwareCommand::ReleaseResources);
+        cx.complete(token, Status::Success);
+        Ok(())
+    }
+
+    fn query_remove<const Q: usize>(
+        &mut self,
+        cx: &mut Ctx<'_, Q>,
+        token: RequestToken,
+    ) -> Result<(), Error> {
+        let prior = match self.phase {
+            Phase::Added => Prior::Added,
+            Phase::Running => Prior::Running,
+            Phase::Stopped => Prior::Stopped,
+            Phase::Failed { resources } => Prior::Failed(resources),
+            Phase::Quiescing { .. } | Phase::Executing { .. } => {
+                return Err(Error::Vetoed(VetoReason::ResetInProgress))
+            }
+            _ => return Err(self.refuse(InputKind::QueryRemove)),
+        };
+        if self.registry.any_holding() {
+            return Err(Error::Vetoed(VetoReason::ClientHoldsDevice));
+        }
+        self.phase = Phase::RemovePending { prior };
+        cx.complete(token, Status::Success);
+        Ok(())
+    }
+
+    fn cancel_remove<const Q: usize>(
+        &mut self,
+        cx: &mut Ctx<'_, Q>,
+        token: RequestToken,
+    ) -> Result<(), Error> {
+        let Phase::RemovePending { prior } = self.phase else {
+            return Err(self.refuse(InputKind::CancelRemove));
+        };
+        self.phase = match prior {
+            Prior::Added => Phase::Added,
+            Prior::Running => Phase::Running,
+            Prior::Stopped => Phase::Stopped,
+            Prior::Failed(resources) => Phase::Failed { resources },
+        };
+        cx.complete(token, Status::Success);
+        Ok(())
+    }
+
+    /// An explicit remove (`token` given) or the removal that driver unload implies.
+    pub(crate) fn remove<const Q: usize>(
+        &mut self,
+        cx: &mut Ctx<'_, Q>,
+        token: Option<RequestToken>,
+    ) -> Result<(), Error> {
+        let teardown = match self.phase {
+            Phase::Added | Phase::Stopped => Teardown::Nothing,
+            Phase::Running | Phase::StopPending => Teardown::ShutdownAndRelease,
+            Phase::Quiescing { .. } => {
+                self.set_roles(Role::Idle, false);
+                cx.cycle_finished(CycleOutcome::AbortedByRemove);
+                Teardown::ShutdownAndRelease
+            }
+            Phase::RemovePending { prior } => match prior {
+                Prior::Added | Prior::Stopped => Teardown::Nothing,
+                Prior::Running => Teardown::ShutdownAndRelease,
+                Prior::Failed(resources) => Teardown::of(resources),
+            },
+            Phase::Failed { resources } => Teardown::of(resources),
+            Phase::SurpriseRemoved {
+                resources,
+                in_flight,
+            } => {
+                return self.begin_removal(cx, token, Teardown::of(resources), in_flight, true);
+            }
+            // Deferred: removal begins when the hardware reset reports.
+            Phase::Executing { then } => {
+                let Some(token) = token else {
+                    return Ok(()); // unload: `reset_done` sees `unloading`
+                };
+                match then {
+                    AfterReset::Remove(_) => return Err(Error::RequestPending),
+                    AfterReset::FollowUp => cx.cycle_finished(CycleOutcome::AbortedByRemove),
+                    AfterReset::Resume => {}
+                }
+                self.phase = Phase::Executing {
+                    then: AfterReset::Remove(token),
+                };
+                return Ok(());
+            }
+            Phase::Removing {
+                token: pending,
+                deadline,
+                teardown,
+                in_flight,
+            } => {
+                return match (pending, token) {
+                    (_, None) => Ok(()),
+                    (Some(_), Some(_)) => Err(Error::RequestPending),
+                    (None, Some(token)) => {
+                        self.phase = Phase::Removing {
+                            token: Some(token),
+                            deadline,
+                            teardown,
+                            in_flight,
+                        };
+                        self.try_finish_removal(cx);
+                        Ok(())
+                    }
+                };
+            }
+            // Unload waits for the start to report (`start_done` sees `unloading`).
+            Phase::Starting { .. } if token.is_none() => return Ok(()),
+            Phase::Starting { .. } | Phase::Absent => return Err(self.refuse(InputKind::Remove)),
+        };
+        self.begin_removal(cx, token, teardown, None, false)
+    }
+
+    fn surprise_removal<const Q: usize>(&mut self, cx: &mut Ctx<'_, Q>) -> Result<(), Error> {
+        let (resources, in_flight) = match self.phase {
+            Phase::Added | Phase::Stopped => (Resources::None, None),
+            Phase::Starting { token } => {
+                cx.complete(token, Status::DeviceGone);
+                (Resources::None, Some(HwOp::Start))
+            }
+            Phase::Running | Phase::StopPending => (Resources::Held, None),
+            Phase::Quiescing { .. } => {
+                self.set_roles(Role::Idle, false);
+                cx.cycle_finished(CycleOutcome::AbortedBySurpriseRemoval);
+                (Resources::Held, None)
+            }
+            Phase::Executing { then } => {
+                cx.cycle_finished(CycleOutcome::AbortedBySurpriseRemoval);
+                self.set_roles(Role::Idle, false);
+                match then {
+                    AfterReset::Resume => {}
+                    AfterReset::FollowUp => {
+                        cx.cycle_finished(CycleOutcome::AbortedBySurpriseRemoval)
+                    }
+                    AfterReset::Remove(token) => {
+                        return self.begin_removal(
+                            cx,
+                            Some(token),
+                            Teardown::Release,
+                            Some(HwOp::Reset),
+                            true,
+                        );
+                    }
+                }
+                (Resources::Held, Some(HwOp::Reset))
+            }
+            Phase::RemovePending { prior } => match prior {
+                Prior::Added | Prior::Stopped => (Resources::None, None),
+                Prior::Running => (Resources::Held, None),
+                Prior::Failed(resources) => (resources, None),
+            },
+            Phase::Failed { resources } => (resources, None),
+            Phase::Removing {
+                token,
+                deadline,
+                teardown,
+                in_flight,
+            } => {
+                // Clients were told already; only the teardown changes: no registers.
+                self.phase = Phase::Removing {
+                    token,
+                    deadline,
+                    teardown: teardown.without_registers(),
+                    in_flight,
+                };
+                return Ok(());
+            }
+            Phase::SurpriseRemoved { .. } | Phase::Absent => {
+                return Err(self.refuse(InputKind::SurpriseRemoval))
+            }
+        };
+        if cx.unloading {
+            // Nobody will send a remove: unload removes.
+            return self.begin_removal(cx, None, Teardown::of(resources), in_flight, true);
+        }
+        self.tell_removed(cx, true);
+        self.phase = Phase::SurpriseRemoved {
+            resources,
+            in_flight,
+        };
+        Ok(())
+    }
+
+    /// Every active client is told `Removed` and may only detach from now on.
+    fn tell_removed<const Q: usize>(&mut self, cx: &mut Ctx<'_, Q>, surprise: bool) {
+        for index in 0..C {
+            if self.registry.slot(index).is_some_and(Slot::is_active) {
+                if let Some(slot) = self.registry.slot_mut(index) {
+                    slot.state = ClientState::Removed;
+                }
+                self.notify(cx, index, Event::Removed { surprise });
+            }
+        }
+    }
+
+    fn begin_removal<const Q: usize>(
+        &mut self,
+        cx: &mut Ctx<'_, Q>,
+        token: Option<RequestToken>,
+        teardown: Teardown,
+        in_flight: Option<HwOp>,
+        surprise: bool,
+    ) -> Result<(), Error> {
+        self.tell_removed(cx, surprise);
+        let teardown = if surprise {
+            teardown.without_registers()
+        } else {
+            teardown
+        };
+        self.phase = Phase::Removing {
+            token,
+            deadline: cx.deadline(cx.config.detach_timeout),
+            teardown,
+            in_flight,
+        };
+        self.try_finish_removal(cx);
+        Ok(())
+    }
+
+    /// Finish removal once every client detached, every callback came back and no
+    /// hardware command is in flight.
+    fn try_finish_removal<const Q: usize>(&mut self, cx: &mut Ctx<'_, Q>) {
+        let Phase::Removing {
+            token,
+            teardown,
+            in_flight: None,
+            ..
+        } = self.phase
+        else {
+            return;
+        };
+        if !self.registry.drained() {
+            return;
+        }
+        for index in 0..C {
+            if self.registry.slot(index).is_some_and(Slot::occupied) {
+                self.free_slot(cx, index); // revoked clients: force-detached
+            }
+        }
+        match teardown {
+            Teardown::Nothing => {}
+            Teardown::Release => cx.hardware(HardwareCommand::ReleaseResources),
+            Teardown::ShutdownAndRelease => {
+                cx.hardware(HardwareCommand::Shutdown);
+                cx.hardware(HardwareCommand::ReleaseResources);
+            }
+        }
+        if let Some(token) = token {
+            cx.complete(token, Status::Success);
+        }
+        cx.out.push(Output::DeviceRemoved { device: cx.device });
+        self.phase = Phase::Absent;
+        self.ports = [Port::UNCONFIGURED; P];
+    }
+
+    // ---- the reset cycle -----------------------------------------------------------
+
+    fn request_reset<const Q: usize>(&mut self, cx: &mut Ctx<'_, Q>) -> Result<ResetAnswer, Error> {
+        match self.phase {
+            Phase::Running => {
+                if self.epoch.0 == u32::MAX {
+                    return Err(Error::EpochExhausted);
+                }
+                self.begin_cycle(cx);
+                Ok(ResetAnswer::Started)
+            }
+            Phase::Quiescing { .. } => Ok(ResetAnswer::Joined),
+            Phase::Executing { then } => {
+                if cx.unloading {
+                    return Err(Error::Unloading);
+                }
+                match then {
+                    AfterReset::Remove(_) => Err(Error::RemoveInProgress),
+                    AfterReset::FollowUp => Ok(ResetAnswer::Scheduled),
+                    AfterReset::Resume => {
+                        // This cycle ends at epoch + 1; the follow-up needs epoch + 2.
+                        if self.epoch.0 >= u32::MAX - 1 {
+                            return Err(Error::EpochExhausted);
+                        }
+                        self.phase = Phase::Executing {
+                            then: AfterReset::FollowUp,
+                        };
+                        Ok(ResetAnswer::Scheduled)
+                    }
+                }
+            }
+            _ => Err(self.refuse(InputKind::ResetRequest)),
+        }
+    }
+
+    /// Tell every client `RESET`; with no voter the hardware reset follows at once.
+    fn begin_cycle<const Q: usize>(&mut self, cx: &mut Ctx<'_, Q>) {
+        self.set_roles(Role::Voting, false);
+        self.notify_active(cx, Event::Reset);
+        self.phase = Phase::Quiescing { since: cx.now };
+        self.execute_if_quiesced(cx);
+    }
+
+    fn execute_if_quiesced<const Q: usize>(&mut self, cx: &mut Ctx<'_, Q>) {
+        if matches!(self.phase, Phase::Quiescing { .. }) && !self.registry.any_voting() {
+            self.phase = Phase::Executing {
+                then: AfterReset::Resume,
+            };
+            cx.hardware(HardwareCommand::Reset);
+        }
+    }
+
+    fn reset_execute<const Q: usize>(
+        &mut self,
+        cx: &mut Ctx<'_, Q>,
+        client: ClientHandle,
+    ) -> Result<(), Error> {
+        let index = self.registry.active(client)?;
+        let slot = self.registry.slot_mut(index).ok_or(Error::UnknownClient)?;
+        match &mut slot.state {
+            ClientState::Active { role, .. } if *role == Role::Voting => *role = Role::Acked,
+            _ => return Err(Error::NotVoting),
+        }
+        self.execute_if_quiesced(cx);
+        Ok(())
+    }
+
+    fn reset_done<const Q: usize>(
+        &mut self,
+        cx: &mut Ctx<'_, Q>,
+        result: ResetResult,
+    ) -> Result<(), Error> {
+        let then = match self.phase {
+            Phase::Executing { then } => then,
+            Phase::SurpriseRemoved {
+                resources,
+                in_flight: Some(HwOp::Reset),
+            } => {
+                self.phase = Phase::SurpriseRemoved {
+                    resources,
+                    in_flight: None,
+                };
+                return Ok(());
+            }
+            Phase::Removing {
+                token,
+                deadline,
+                teardown,
+                in_flight: Some(HwOp::Reset),
+            } => {
+                self.phase = Phase::Removing {
+                    token,
+                    deadline,
+                    teardown,
+                    in_flight: None,
+                };
+                self.try_finish_removal(cx);
+                return Ok(());
+            }
+            _ => return Err(Error::NoHardwareCommandInFlight),
+        };
+        let succeeded = result == ResetResult::Succeeded;
+        if succeeded {
+            // `request_reset` refused any cycle that would overflow the epoch.
+            self.epoch = Epoch(self.epoch.0.saturating_add(1));
+        }
+        self.set_roles(Role::Idle, succeeded);
+        let removal = match then {
+            AfterReset::Remove(token) => Some(Some(token)),
+            _ if cx.unloading => Some(None),
+            _ => None,
+        };
+        if let Some(token) = removal {
+            let outcome = if succeeded {
+                CycleOutcome::AbortedByRemove
+            } else {
+                CycleOutcome::HardwareFailed
+            };
+            cx.cycle_finished(outcome);
+            if then == AfterReset::FollowUp {
+                cx.cycle_finished(CycleOutcome::AbortedByRemove);
+            }
+            let teardown = if succeeded {
+                Teardown::ShutdownAndRelease
+            } else {
+                Teardown::Release
+            };
+            return self.begin_removal(cx, token, teardown, None, false);
+        }
+        if !succeeded {
+            self.phase = Phase::Failed {
+                resources: Resources::Held,
+            };
+            self.notify_active(cx, Event::DeviceFatal);
+            cx.cycle_finished(CycleOutcome::HardwareFailed);
+            if then == AfterReset::FollowUp {
+                cx.cycle_finished(CycleOutcome::HardwareFailed);
+            }
+            return Ok(());
+        }
+        let epoch = self.epoch;
+        self.notify_active(cx, Event::ResetEnd { epoch });
+        cx.cycle_finished(CycleOutcome::Completed(epoch));
+        self.phase = Phase::Running;
+        if then == AfterReset::FollowUp {
+            self.begin_cycle(cx);
+        }
+        Ok(())
+    }
+
+    // ---- clients ---------------------------------------------------------------------
+
+    fn register<const Q: usize>(
+        &mut self,
+        cx: &mut Ctx<'_, Q>,
+        kind: ClientKind,
+    ) -> Result<Reply, Error> {
+        if cx.unloading {
+            return Err(Error::Unloading);
+        }
+        let role = match self.phase {
+            Phase::Executing {
+                then: AfterReset::Remove(_),
+            } => return Err(Error::RemoveInProgress),
+            Phase::Quiescing { .. } | Phase::Executing { .. } => Role::Joined,
+            _ => Role::Idle,
+        };
+        let index = self.registry.free_slot().ok_or(Error::RegistryFull)?;
+        let slot = self.registry.slot_mut(index).ok_or(Error::RegistryFull)?;
+        slot.state = ClientState::Active {
+            role,
+            fresh: true,
+            holding: false,
+        };
+        slot.kind = kind;
+        slot.ports = PortSet::EMPTY;
+        slot.callbacks = 0;
+        let client = Registry::<C>::handle(cx.device, index, slot);
+        Ok(Reply::Registered {
+            client,
+            epoch: self.epoch,
+        })
+    }
+
+    fn unregister<const Q: usize>(
+        &mut self,
+        cx: &mut Ctx<'_, Q>,
+        client: ClientHandle,
+    ) -> Result<Unregistered, Error> {
+        let index = match self.registry.lookup(client)? {
+            Lookup::Past => return Ok(Unregistered::Already),
+            Lookup::Current(index) => index,
+        };
+        let slot = self.registry.slot_mut(index).ok_or(Error::UnknownClient)?;
+        if slot.state == ClientState::Unregistered {
+            return Ok(Unregistered::Already);
+        }
+        if slot.callbacks == 0 {
+            self.free_slot(cx, index);
+        } else {
+            slot.state = ClientState::Unregistered;
+        }
+        self.execute_if_quiesced(cx);
+        self.try_finish_removal(cx);
+        Ok(Unregistered::Now)
+    }
+
+    fn callback_done<const Q: usize>(
+        &mut self,
+        cx: &mut Ctx<'_, Q>,
+        client: ClientHandle,
+    ) -> Result<(), Error> {
+        let index = self.registry.current(client)?;
+        let slot = self.registry.slot_mut(index).ok_or(Error::UnknownClient)?;
+        if slot.callbacks == 0 {
+            return Err(Error::NoCallbackInFlight);
+        }
+        slot.callbacks -= 1;
+        if slot.callbacks == 0 && slot.state == ClientState::Unregistered {
+            self.free_slot(cx, index);
+        }
+        self.try_finish_removal(cx);
+        Ok(())
+    }
+
+    fn acquire(&mut self, client: ClientHandle) -> Result<Epoch, Error> {
+        let index = self.registry.active(client)?;
+        if let Some(ClientState::Active { fresh, .. }) =
+            self.registry.slot_mut(index).map(|s| &mut s.state)
+        {
+            *fresh = true;
+        }
+        Ok(self.epoch)
+    }
+
+    fn bind(&mut self, client: ClientHandle, ports: PortSet) -> Result<(), Error> {
+        let index = self.registry.active(client)?;
+        if ports.is_empty() {
+            return Err(Error::EmptyBinding);
+        }
+        let mut first: Option<Protocol> = None;
+        for port in ports.iter() {
+            let caps = self
+                .ports
+                .get(usize::from(port.0))
+                .and_then(|p| p.caps)
+                .ok_or(Error::NoSuchPort)?;
+            match first {
+                None => first = Some(caps.protocol),
+                Some(first) if first != caps.protocol => {
+                    return Err(Error::MixedProtocols {
+                        first,
+                        other: caps.protocol,
+                    })
+                }
+                Some(_) => {}
+            }
+        }
+        if let Some(slot) = self.registry.slot_mut(index) {
+            slot.ports = ports;
+        }
+        Ok(())
+    }
+
+    fn set_hold(&mut self, client: ClientHandle, hold: bool) -> Result<(), Error> {
+        let index = self.registry.active(client)?;
+        if let Some(ClientState::Active { holding, .. }) =
+            self.registry.slot_mut(index).map(|s| &mut s.state)
+        {
+            match (*holding, hold) {
+                (true, true) => return Err(Error::AlreadyHolding),
+                (false, false) => return Err(Error::NotHolding),
+                _ => *holding = hold,
+            }
+        }
+        Ok(())
+    }
+
+    fn access(&self, client: ClientHandle, epoch: Epoch, what: Access) -> Result<(), Error> {
+        let index = self.registry.active(client)?;
+        let Some(ClientState::Active { role, fresh, .. }) =
+            self.registry.slot(index).map(|s| s.state)
+        else {
+            return Err(Error::ClientDetaching);
+        };
+        if epoch != self.epoch || !fresh {
+            return Err(Error::StaleEpoch {
+                current: self.epoch,
+            });
+        }
+        match (self.phase, role) {
+            (Phase::Running, _) | (Phase::Quiescing { .. }, Role::Voting) => {}
+            (Phase::Quiescing { .. }, _) => return Err(Error::ResetInProgress),
+            _ => return Err(self.refuse(InputKind::Access)),
+        }
+        if let Access::QueryCounters(port) = what {
+            self.ports
+                .get(usize::from(port.0))
+                .and_then(|p| p.caps)
+                .ok_or(Error::NoSuchPort)?;
+        }
+        Ok(())
+    }
+
+    /// The capabilities of a client's binding.
+    pub(crate) fn binding_caps(&self, client: ClientHandle) -> Result<BindingCaps, Error> {
+        let index = self.registry.active(client)?;
+        let ports = self
+            .registry
+            .slot(index)
+            .map_or(PortSet::EMPTY, |s| s.ports);
+        let mut caps: Option<BindingCaps> = None;
+        for port in ports.iter() {
+            let Some(pc) = self.ports.get(usize::from(port.0)).and_then(|p| p.caps) else {
+                continue;
+            };
+            caps = Some(match caps {
+                None => BindingCaps {
+                    protocol: pc.protocol,
+                    ports: PortSet::single(port),
+                    max_mtu: pc.max_mtu,
+                    atomics: pc.atomics,
+                },
+                Some(c) => BindingCaps {
+                    protocol: c.protocol,
+                    ports: c.ports.with(port),
+                    max_mtu: c.max_mtu.min(pc.max_mtu),
+                    atomics: c.atomics && pc.atomics,
+                },
+            });
+        }
+        caps.ok_or(Error::NotBound)
+    }
+
+    // ---- links -------------------------------------------------------------------------
+
+    fn link_changed<const Q: usize>(
+        &mut self,
+        cx: &mut Ctx<'_, Q>,
+        port: PhysPort,
+        state: LinkState,
+    ) -> Result<(), Error> {
+        let entry = self
+            .ports
+            .get_mut(usize::from(port.0))
+            .filter(|p| p.caps.is_some())
+            .ok_or(Error::NoSuchPort)?;
+        if entry.link == state {
+            return Ok(());
+        }
+        entry.link = state;
+        for index in 0..C {
+            let bound = self
+                .registry
+                .slot(index)
+                .is_some_and(|s| s.is_active() && s.ports.contains(port));
+            if bound {
+                self.notify(cx, index, Event::LinkChanged { port, state });
+            }
+        }
+        Ok(())
+    }
+
+    // ---- time and unload ---------------------------------------------------------------
+
+    /// The next tick this device needs, if it waits on a deadline.
+    pub(crate) fn next_deadline(&self, config: &Config) -> Option<Tick> {
+        match self.phase {
+            Phase::Quiescing { since } => {
+                let mut next: Option<u64> = None;
+                for slot in self.registry.slots.iter().filter(|s| s.is_voting()) {
+                    let after = match slot.kind {
+                        ClientKind::Untrusted => config.untrusted_ack_timeout,
+                        ClientKind::Trusted => config.trusted_ack_timeout,
+                    };
+                    let at = since.0.saturating_add(after);
+                    next = Some(next.map_or(at, |n| n.min(at)));
+                }
+                next.map(Tick)
+            }
+            Phase::Removing { deadline, .. } => self
+                .registry
+                .slots
+                .iter()
+                .any(|s| s.state == ClientState::Removed)
+                .then_some(deadline),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn backlogged(&self) -> bool {
+        self.registry.backlogged()
+    }
+
+    pub(crate) fn tick<const Q: usize>(&mut self, cx: &mut Ctx<'_, Q>) {
+        match self.phase {
+            Phase::Quiescing { since } => {
+                let now = cx.now.0;
+                let untrusted_due = now >= since.0.saturating_add(cx.config.untrusted_ack_timeout);
+                let trusted_due = now >= since.0.saturating_add(cx.config.trusted_ack_timeout);
+                let mut escalate = false;
+                for index in 0..C {
+                    let Some(slot) = self.registry.slot(index) else {
+                        continue;
+                    };
+                    if !slot.is_voting() {
+                        continue;
+                    }
+                    let revoke = match slot.kind {
+                        ClientKind::Untrusted => untrusted_due,
+                        ClientKind::Trusted if trusted_due => match cx.config.trusted_policy {
+                            TrustedTimeoutPolicy::Revoke => true,
+                            TrustedTimeoutPolicy::FailDevice => {
+                                escalate = true;
+                                false
+                            }
+                        },
+                        ClientKind::Trusted => false,
+                    };
+                    if revoke {
+                        warn!(
+                            "device {} revokes client {} at its deadline",
+                            cx.device.0, index
+                        );
+                        if let Some(slot) = self.registry.slot_mut(index) {
+                            slot.state = ClientState::Revoked;
+                        }
+                        self.notify(cx, index, Event::Revoked);
+                    }
+                }
+                if escalate {
+                    self.set_roles(Role::Idle, false);
+                    self.phase = Phase::Failed {
+                        resources: Resources::Held,
+                    };
+                    cx.cycle_finished(CycleOutcome::ClientTimedOut);
+                    self.notify_active(cx, Event::DeviceFatal);
+                } else {
+                    self.execute_if_quiesced(cx);
+                }
+            }
+            Phase::Removing { deadline, .. } if cx.now >= deadline => {
+                // `Removed` was their last event: they are fenced without another.
+                for slot in self.registry.slots.iter_mut() {
+                    if slot.state == ClientState::Removed {
+                        slot.state = ClientState::Revoked;
+                    }
+                }
+                self.try_finish_removal(cx);
+            }
+            _ => {}
+        }
+    }
+}

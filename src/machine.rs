@@ -1,0 +1,439 @@
+//! The driver-wide machine: its devices, the unload fence, time and the output queue.
+
+use crate::device::{Ctx, Device};
+use crate::queue::OutputQueue;
+use crate::registry::ClientState;
+use crate::table::{disposition, Disposition, InputKind, PhaseKind};
+use crate::types::*;
+
+/// The most outputs one device input can produce with `clients` client slots: two
+/// notifications a client (`RESET_END` then `RESET`, or `Removed` then `ClientGone`), plus
+/// hardware commands, completions, cycle results and `DeviceRemoved`.
+pub const fn outputs_per_device_input(clients: usize) -> usize {
+    2 * clients + 8
+}
+
+/// The output queue capacity a machine needs: room for the worst input, a tick or an
+/// unload that touches every device, plus `UnloadMayFinish`.
+pub const fn queue_capacity(devices: usize, clients: usize) -> usize {
+    devices * outputs_per_device_input(clients) + 1
+}
+
+value_type! {
+    /// Where the driver stands with respect to unload.
+    pub enum DriverPhase {
+        /// Loaded.
+        Loaded,
+        /// Unload requested: devices are being removed, registrations are refused.
+        Unloading,
+        /// `UnloadMayFinish` was emitted; every input is refused with [`Error::Unloaded`].
+        Unloaded,
+    }
+}
+
+value_type! {
+    /// What the machine knows of a client.
+    pub struct ClientView {
+        /// Trusted or not.
+        pub kind: ClientKind,
+        /// Its registration state.
+        pub state: ClientState,
+        /// The ports it bound.
+        pub ports: PortSet,
+        /// Its callbacks in flight.
+        pub callbacks_in_flight: u8,
+    }
+}
+
+/// The PnP lifecycle and reset machine of a driver with up to `DEVICES` devices, each with
+/// up to `CLIENTS` client slots and `PORTS` physical ports, queueing up to `QUEUE` outputs
+/// (at least [`queue_capacity`]`(DEVICES, CLIENTS)`, checked at compile time).
+///
+/// Feed inputs with [`handle`](Self::handle) (or the typed methods), drain
+/// [`poll_output`](Self::poll_output) after each, and tick at
+/// [`poll_timeout`](Self::poll_timeout).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Lifecycle<
+    const DEVICES: usize,
+    const CLIENTS: usize,
+    const PORTS: usize,
+    const QUEUE: usize,
+> {
+    config: Config,
+    now: Tick,
+    driver: DriverPhase,
+    devices: [Device<CLIENTS, PORTS>; DEVICES],
+    outputs: OutputQueue<QUEUE>,
+}
+
+impl<const D: usize, const C: usize, const P: usize, const Q: usize> Lifecycle<D, C, P, Q> {
+    /// Outputs one device input may produce (see [`outputs_per_device_input`]), plus one
+    /// for `UnloadMayFinish`.
+    pub const DEVICE_INPUT_OUTPUTS: usize = outputs_per_device_input(C) + 1;
+    /// Outputs a tick or an unload may produce.
+    pub const DRIVER_INPUT_OUTPUTS: usize = queue_capacity(D, C);
+
+    const CHECKS: () = {
+        assert!(
+            D >= 1 && D <= 256,
+            "DEVICES must be 1..=256 (DeviceId is a u8)"
+        );
+        assert!(
+            C >= 1 && C <= 256,
+            "CLIENTS must be 1..=256 (a slot index is a u8)"
+        );
+        assert!(P <= 8, "PORTS must be at most 8 (PortSet is a u8)");
+        assert!(
+            Q >= queue_capacity(D, C),
+            "QUEUE must be at least queue_capacity(DEVICES, CLIENTS)"
+        );
+    };
+
+    /// A machine with no device, at tick zero.
+    pub const fn new(config: Config) -> Self {
+        #[allow(clippy::let_unit_value)]
+        let () = Self::CHECKS;
+        Lifecycle {
+            config,
+            now: Tick(0),
+            driver: DriverPhase::Loaded,
+            devices: [const { Device::new() }; D],
+            outputs: OutputQueue::new(),
+        }
+    }
+
+    /// Apply one input. On `Err` nothing changed and nothing was queued; on `Ok` the
+    /// effects are queued for [`poll_output`](Self::poll_output). Every device input first
+    /// meets the per-state table ([`crate::TABLE`]).
+    pub fn handle(&mut self, input: Input) -> Result<Reply, Error> {
+        let result = self.handle_inner(input);
+        if let Err(error) = result {
+            debug!("refused {}: {}", input.kind(), error);
+        }
+        result
+    }
+
+    fn handle_inner(&mut self, input: Input) -> Result<Reply, Error> {
+        if self.driver == DriverPhase::Unloaded {
+            return Err(Error::Unloaded);
+        }
+        let kind = input.kind();
+        let device_id = match input {
+            Input::Tick { now } => return self.tick(now).map(|()| Reply::Accepted),
+            Input::Unload => return self.unload().map(|()| Reply::Accepted),
+            _ => input.device().ok_or(Error::NoSuchDevice)?,
+        };
+        let unloading = self.driver == DriverPhase::Unloading;
+        let index = usize::from(device_id.0);
+        let device = self.devices.get_mut(index).ok_or(Error::NoSuchDevice)?;
+        let phase = device.phase.kind();
+        match disposition(phase, kind) {
+            Disposition::Refuse => return Err(Error::InvalidState { phase, input: kind }),
+            Disposition::Ignore => {
+                if self.outputs.free() < 1 {
+                    return Err(Error::OutputBacklog { needed: 1 });
+                }
+                if let Some(token) = token_of(&input) {
+                    self.outputs.push(Output::Complete {
+                        device: device_id,
+                        token,
+                        status: Status::Success,
+                    });
+                }
+                return Ok(Reply::Accepted);
+            }
+            Disposition::Handle | Disposition::Defer => {}
+        }
+        let needed = Self::DEVICE_INPUT_OUTPUTS;
+        if self.outputs.free() < needed {
+            return Err(Error::OutputBacklog {
+                needed: u16::try_from(needed).unwrap_or(u16::MAX),
+            });
+        }
+        if may_notify(kind) && device.backlogged() {
+            return Err(Error::CallbackBacklog);
+        }
+        let mut cx = Ctx {
+            device: device_id,
+            now: self.now,
+            config: &self.config,
+            unloading,
+            out: &mut self.outputs,
+        };
+        let reply = device.dispatch(&mut cx, input)?;
+        self.finish_unload_if_done();
+        Ok(reply)
+    }
+
+    fn tick(&mut self, now: Tick) -> Result<(), Error> {
+        if now < self.now {
+            return Err(Error::TimeWentBackwards { last: self.now });
+        }
+        self.check_driver_room()?;
+        let config = self.config;
+        if self
+            .devices
+            .iter()
+            .any(|d| d.backlogged() && d.next_deadline(&config).is_some_and(|t| t <= now))
+        {
+            return Err(Error::CallbackBacklog);
+        }
+        self.now = now;
+        let unloading = self.driver == DriverPhase::Unloading;
+        for (index, device) in self.devices.iter_mut().enumerate() {
+            let mut cx = Ctx {
+                device: DeviceId(u8::try_from(index).unwrap_or(u8::MAX)),
+                now,
+                config: &self.config,
+                unloading,
+                out: &mut self.outputs,
+            };
+            device.tick(&mut cx);
+        }
+        self.finish_unload_if_done();
+        Ok(())
+    }
+
+    fn unload(&mut self) -> Result<(), Error> {
+        if self.driver != DriverPhase::Loaded {
+            return Err(Error::UnloadAlreadyRequested);
+        }
+        self.check_driver_room()?;
+        if self.devices.iter().any(Device::backlogged) {
+            return Err(Error::CallbackBacklog);
+        }
+        self.driver = DriverPhase::Unloading;
+        for (index, device) in self.devices.iter_mut().enumerate() {
+            if device.phase.kind() == PhaseKind::Absent {
+                continue;
+            }
+            let mut cx = Ctx {
+                device: DeviceId(u8::try_from(index).unwrap_or(u8::MAX)),
+                now: self.now,
+                config: &self.config,
+                unloading: true,
+                out: &mut self.outputs,
+            };
+            // Removal without a token cannot be refused in a present state.
+            let _ = device.remove(&mut cx, None);
+        }
+        self.finish_unload_if_done();
+        Ok(())
+    }
+
+    fn check_driver_room(&self) -> Result<(), Error> {
+        let needed = Self::DRIVER_INPUT_OUTPUTS;
+        if self.outputs.free() < needed {
+            return Err(Error::OutputBacklog {
+                needed: u16::try_from(needed).unwrap_or(u16::MAX),
+            });
+        }
+        Ok(())
+    }
+
+    /// The unload fence: once every device is gone (which implies no client and no
+    /// callback in flight), say so exactly once and take no more inputs.
+    fn finish_unload_if_done(&mut self) {
+        if self.driver == DriverPhase::Unloading
+            && self.devices.iter().all(|d| {
+                d.phase.kind() == PhaseKind::Absent && d.registry.callbacks_in_flight() == 0
+            })
+        {
+            self.outputs.push(Output::UnloadMayFinish);
+            self.driver = DriverPhase::Unloaded;
+        }
+    }
+
+    /// The next output, oldest first.
+    pub fn poll_output(&mut self) -> Option<Output> {
+        self.outputs.pop()
+    }
+
+    /// The outputs queued, oldest first, without taking them.
+    pub fn pending_outputs(&self) -> impl Iterator<Item = &Output> {
+        self.outputs.iter()
+    }
+
+    /// How many outputs are queued.
+    pub fn pending_output_count(&self) -> usize {
+        self.outputs.len()
+    }
+
+    /// Outputs dropped because the queue was full. Room is checked before every input, so
+    /// this stays zero; it exists so tests can prove it.
+    pub fn lost_outputs(&self) -> u32 {
+        self.outputs.overflowed()
+    }
+
+    /// When the machine next needs a [`Input::Tick`], if it waits on a deadline.
+    pub fn poll_timeout(&self) -> Option<Tick> {
+        if self.driver == DriverPhase::Unloaded {
+            return None;
+        }
+        self.devices
+            .iter()
+            .filter_map(|d| d.next_deadline(&self.config))
+            .min()
+    }
+
+    /// The last tick seen.
+    pub fn now(&self) -> Tick {
+        self.now
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Where the driver stands with respect to unload.
+    pub fn driver_phase(&self) -> DriverPhase {
+        self.driver
+    }
+
+    /// A device's state, or `None` for an id beyond `DEVICES`.
+    pub fn phase(&self, device: DeviceId) -> Option<PhaseKind> {
+        self.devices
+            .get(usize::from(device.0))
+            .map(|d| d.phase.kind())
+    }
+
+    /// A device's state with its data (for tests and diagnostics).
+    pub fn phase_detail(&self, device: DeviceId) -> Option<crate::Phase> {
+        self.devices.get(usize::from(device.0)).map(|d| d.phase)
+    }
+
+    /// A device's current epoch.
+    pub fn epoch(&self, device: DeviceId) -> Option<Epoch> {
+        self.devices.get(usize::from(device.0)).map(|d| d.epoch)
+    }
+
+    /// A port's link state, if the port is configured.
+    pub fn link(&self, device: DeviceId, port: PhysPort) -> Option<LinkState> {
+        self.devices
+            .get(usize::from(device.0))
+            .and_then(|d| d.ports.get(usize::from(port.0)))
+            .filter(|p| p.caps.is_some())
+            .map(|p| p.link)
+    }
+
+    /// What the machine knows of the client a handle names, if it is its current client.
+    pub fn client(&self, handle: ClientHandle) -> Option<ClientView> {
+        let device = self.devices.get(usize::from(handle.device.0))?;
+        let slot = device.registry.slot(usize::from(handle.slot))?;
+        (slot.occupied() && slot.generation == handle.generation).then_some(ClientView {
+            kind: slot.kind,
+            state: slot.state,
+            ports: slot.ports,
+            callbacks_in_flight: slot.callbacks,
+        })
+    }
+
+    /// Every occupied client slot of a device.
+    pub fn clients(
+        &self,
+        device: DeviceId,
+    ) -> impl Iterator<Item = (ClientHandle, ClientView)> + '_ {
+        self.devices
+            .get(usize::from(device.0))
+            .into_iter()
+            .flat_map(move |d| {
+                d.registry
+                    .slots
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, s)| s.occupied())
+                    .map(move |(i, s)| {
+                        (
+                            ClientHandle {
+                                device,
+                                slot: u8::try_from(i).unwrap_or(u8::MAX),
+                                generation: s.generation,
+                            },
+                            ClientView {
+                                kind: s.kind,
+                                state: s.state,
+                                ports: s.ports,
+                                callbacks_in_flight: s.callbacks,
+                            },
+                        )
+                    })
+            })
+    }
+
+    /// The capabilities of a client's binding; allowed whatever the link states.
+    pub fn binding_caps(&self, client: ClientHandle) -> Result<BindingCaps, Error> {
+        self.devices
+            .get(usize::from(client.device.0))
+            .ok_or(Error::NoSuchDevice)?
+            .binding_caps(client)
+    }
+
+    // ---- typed entry points: the same inputs, with typed answers ------------------------
+
+    /// Register a client ([`Input::Register`]).
+    pub fn register(
+        &mut self,
+        device: DeviceId,
+        kind: ClientKind,
+    ) -> Result<(ClientHandle, Epoch), Error> {
+        match self.handle(Input::Register { device, kind })? {
+            Reply::Registered { client, epoch } => Ok((client, epoch)),
+            _ => Err(Error::UnknownClient),
+        }
+    }
+
+    /// Unregister a client ([`Input::Unregister`]).
+    pub fn unregister(&mut self, client: ClientHandle) -> Result<Unregistered, Error> {
+        match self.handle(Input::Unregister { client })? {
+            Reply::Unregistered(u) => Ok(u),
+            _ => Err(Error::UnknownClient),
+        }
+    }
+
+    /// Ask for a reset ([`Input::ResetRequest`]).
+    pub fn reset_request(&mut self, client: ClientHandle) -> Result<ResetAnswer, Error> {
+        match self.handle(Input::ResetRequest { client })? {
+            Reply::Reset(a) => Ok(a),
+            _ => Err(Error::UnknownClient),
+        }
+    }
+
+    /// Fetch the current interface ([`Input::AcquireInterface`]).
+    pub fn acquire_interface(&mut self, client: ClientHandle) -> Result<Epoch, Error> {
+        match self.handle(Input::AcquireInterface { client })? {
+            Reply::Interface(e) => Ok(e),
+            _ => Err(Error::UnknownClient),
+        }
+    }
+}
+
+fn token_of(input: &Input) -> Option<RequestToken> {
+    match *input {
+        Input::Start { token, .. }
+        | Input::QueryStop { token, .. }
+        | Input::CancelStop { token, .. }
+        | Input::Stop { token, .. }
+        | Input::QueryRemove { token, .. }
+        | Input::CancelRemove { token, .. }
+        | Input::Remove { token, .. } => Some(token),
+        _ => None,
+    }
+}
+
+/// Whether an input of this kind can notify clients (and so needs callback headroom).
+const fn may_notify(kind: InputKind) -> bool {
+    matches!(
+        kind,
+        InputKind::StartDone
+            | InputKind::Stop
+            | InputKind::Remove
+            | InputKind::SurpriseRemoval
+            | InputKind::FatalError
+            | InputKind::ResetDone
+            | InputKind::LinkChanged
+            | InputKind::ResetRequest
+            | InputKind::Tick
+            | InputKind::Unload
+    )
+}

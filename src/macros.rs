@@ -1,0 +1,13 @@
+//! Internal macros.
+
+/// Derive the traits every public value type carries, plus `defmt::Format` and
+/// `arbitrary::Arbitrary` behind their features.
+macro_rules! value_type {
+    ($(#[$m:meta])* $vis:vis $kw:ident $name:ident $($rest:tt)*) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+        #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
+        $vis $kw $name $($rest)*
+    };
+}

@@ -1,0 +1,736 @@
+//! The vocabulary of the machine: identifiers, inputs, outputs, client events and errors.
+
+use crate::table::{InputKind, PhaseKind};
+
+value_type! {
+    /// Which device of the driver an input or output concerns: an index below the
+    /// machine's `DEVICES` capacity, chosen by the owner at [`Input::AddDevice`].
+    pub struct DeviceId(pub u8);
+}
+
+value_type! {
+    /// A device's *physical* port (what InfiniBand calls a port: one cable, one link), an
+    /// index below the machine's `PORTS` capacity. Named so that it cannot be confused
+    /// with the OS ports in `ports/`.
+    pub struct PhysPort(pub u8);
+}
+
+value_type! {
+    /// A set of physical ports, one bit per [`PhysPort`] (so at most 8 ports a device).
+    pub struct PortSet(pub u8);
+}
+
+impl PortSet {
+    /// The empty set.
+    pub const EMPTY: PortSet = PortSet(0);
+
+    /// The set holding only `port` (empty if the index is 8 or more).
+    pub const fn single(port: PhysPort) -> PortSet {
+        if port.0 < 8 {
+            PortSet(1 << port.0)
+        } else {
+            PortSet(0)
+        }
+    }
+
+    /// This set with `port` added.
+    pub const fn with(self, port: PhysPort) -> PortSet {
+        PortSet(self.0 | PortSet::single(port).0)
+    }
+
+    /// Whether `port` is in the set.
+    pub const fn contains(self, port: PhysPort) -> bool {
+        port.0 < 8 && self.0 & (1 << port.0) != 0
+    }
+
+    /// Whether the set is empty.
+    pub const fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+
+    /// How many ports the set holds.
+    pub const fn len(self) -> u32 {
+        self.0.count_ones()
+    }
+
+    /// The ports of the set, lowest first.
+    pub fn iter(self) -> impl Iterator<Item = PhysPort> {
+        (0u8..8).map(PhysPort).filter(move |p| self.contains(*p))
+    }
+}
+
+value_type! {
+    /// A client registration: the registry slot plus the slot's generation when the client
+    /// registered. A handle from before never names a later client of the same slot.
+    pub struct ClientHandle {
+        /// The device the client registered with.
+        pub device: DeviceId,
+        /// The registry slot.
+        pub slot: u8,
+        /// The slot's generation at registration.
+        pub generation: u16,
+    }
+}
+
+value_type! {
+    /// The device's interface generation. It grows by one at every completed reset; an
+    /// interface acquired at an older epoch is stale.
+    pub struct Epoch(pub u32);
+}
+
+value_type! {
+    /// A point in time, in ticks of the owner's clock (whatever unit its timeouts use).
+    pub struct Tick(pub u64);
+}
+
+value_type! {
+    /// The owner's name for a PnP request (an IRP, a probe call): echoed in exactly one
+    /// [`Output::Complete`] if the request is accepted.
+    pub struct RequestToken(pub u32);
+}
+
+value_type! {
+    /// How far a client is trusted.
+    pub enum ClientKind {
+        /// A kernel client: waited for (up to its deadline, then [`TrustedTimeoutPolicy`]).
+        Trusted,
+        /// A user-space context: given a deadline, then revoked.
+        Untrusted,
+    }
+}
+
+value_type! {
+    /// What a trusted client that misses a reset or detach deadline costs.
+    pub enum TrustedTimeoutPolicy {
+        /// Revoke it like an untrusted client.
+        Revoke,
+        /// Escalate: the device goes to failed (clients are told [`Event::DeviceFatal`]).
+        /// During removal there is nothing to escalate to, so the client is revoked.
+        FailDevice,
+    }
+}
+
+value_type! {
+    /// A port's transport protocol. A binding holds ports of one protocol only.
+    pub enum Protocol {
+        /// InfiniBand.
+        Ib,
+        /// RDMA over Converged Ethernet.
+        Roce,
+        /// iWARP.
+        Iwarp,
+    }
+}
+
+value_type! {
+    /// A port's logical link state, as set by the subnet manager (or the Ethernet link).
+    pub enum LinkState {
+        /// No link (no cable, or no subnet manager yet).
+        Down,
+        /// Physical link up, not yet configured.
+        Init,
+        /// Configured, not yet active.
+        Armed,
+        /// Passing traffic.
+        Active,
+    }
+}
+
+value_type! {
+    /// What a physical port can do, described by the owner at [`Input::ConfigurePort`].
+    pub struct PortCaps {
+        /// The port's protocol.
+        pub protocol: Protocol,
+        /// Largest MTU in bytes.
+        pub max_mtu: u16,
+        /// Whether the port supports remote atomics.
+        pub atomics: bool,
+    }
+}
+
+value_type! {
+    /// The capabilities of a client's binding: what holds on every port it bound.
+    pub struct BindingCaps {
+        /// The one protocol of the binding.
+        pub protocol: Protocol,
+        /// The ports bound.
+        pub ports: PortSet,
+        /// The smallest `max_mtu` of the ports.
+        pub max_mtu: u16,
+        /// Whether every port supports atomics.
+        pub atomics: bool,
+    }
+}
+
+value_type! {
+    /// What a client wants to do with the device.
+    pub enum Access {
+        /// Read a port's counters: allowed whatever the link state.
+        QueryCounters(PhysPort),
+        /// Touch the hardware (post work, ring a doorbell, create a queue).
+        HardwareOp,
+    }
+}
+
+value_type! {
+    /// What the owner's hardware start did.
+    pub enum StartResult {
+        /// The device runs.
+        Started,
+        /// Failed before it claimed any resource: removal has nothing to undo.
+        FailedBeforeResources,
+        /// Claimed resources, then the hardware failed: removal releases the resources and
+        /// touches no register.
+        FailedAfterResources,
+    }
+}
+
+value_type! {
+    /// What the owner's hardware reset did.
+    pub enum ResetResult {
+        /// The hardware came back.
+        Succeeded,
+        /// The hardware did not come back: the device goes to failed.
+        Failed,
+    }
+}
+
+value_type! {
+    /// One input to the machine. See [`crate::Lifecycle::handle`].
+    pub enum Input {
+        /// A new device (AddDevice, probe). Its slot must be free.
+        AddDevice {
+            /// The device.
+            device: DeviceId,
+        },
+        /// Describe a physical port of an added, never started device.
+        ConfigurePort {
+            /// The device.
+            device: DeviceId,
+            /// The port.
+            port: PhysPort,
+            /// What it can do.
+            caps: PortCaps,
+        },
+        /// Start, or restart after stop (IRP_MN_START_DEVICE).
+        Start {
+            /// The device.
+            device: DeviceId,
+            /// Completed when the hardware start reports back.
+            token: RequestToken,
+        },
+        /// The owner finished the [`HardwareCommand::Start`] it was given.
+        StartDone {
+            /// The device.
+            device: DeviceId,
+            /// What happened.
+            result: StartResult,
+        },
+        /// IRP_MN_QUERY_STOP_DEVICE (resource rebalance). Vetoed during a reset cycle.
+        QueryStop {
+            /// The device.
+            device: DeviceId,
+            /// Completed at once.
+            token: RequestToken,
+        },
+        /// IRP_MN_CANCEL_STOP_DEVICE. Succeeds in every present state.
+        CancelStop {
+            /// The device.
+            device: DeviceId,
+            /// Completed at once.
+            token: RequestToken,
+        },
+        /// IRP_MN_STOP_DEVICE, after a successful query stop.
+        Stop {
+            /// The device.
+            device: DeviceId,
+            /// Completed at once.
+            token: RequestToken,
+        },
+        /// IRP_MN_QUERY_REMOVE_DEVICE. Vetoed during a reset cycle or while a client holds
+        /// the device.
+        QueryRemove {
+            /// The device.
+            device: DeviceId,
+            /// Completed at once.
+            token: RequestToken,
+        },
+        /// IRP_MN_CANCEL_REMOVE_DEVICE. Succeeds in every present state.
+        CancelRemove {
+            /// The device.
+            device: DeviceId,
+            /// Completed at once.
+            token: RequestToken,
+        },
+        /// IRP_MN_REMOVE_DEVICE: tell every client, drain, undo, complete.
+        Remove {
+            /// The device.
+            device: DeviceId,
+            /// Completed when the device is gone.
+            token: RequestToken,
+        },
+        /// IRP_MN_SURPRISE_REMOVAL, or a PCI permanent failure: the hardware is gone and is
+        /// never commanded again. Cannot be vetoed.
+        SurpriseRemoval {
+            /// The device.
+            device: DeviceId,
+        },
+        /// A catastrophic-error interrupt: a reset request from the driver itself.
+        FatalError {
+            /// The device.
+            device: DeviceId,
+        },
+        /// The owner finished the [`HardwareCommand::Reset`] it was given.
+        ResetDone {
+            /// The device.
+            device: DeviceId,
+            /// What happened.
+            result: ResetResult,
+        },
+        /// The outside agent changed a port's link state.
+        LinkChanged {
+            /// The device.
+            device: DeviceId,
+            /// The port.
+            port: PhysPort,
+            /// The new state.
+            state: LinkState,
+        },
+        /// A client attaches. Never waits on a link.
+        Register {
+            /// The device.
+            device: DeviceId,
+            /// Trusted (kernel) or untrusted (user space).
+            kind: ClientKind,
+        },
+        /// A client detaches. Idempotent: exactly one call wins.
+        Unregister {
+            /// The client.
+            client: ClientHandle,
+        },
+        /// A callback the owner made for an [`Output::Notify`] has returned.
+        CallbackDone {
+            /// The client the notification was addressed to.
+            client: ClientHandle,
+        },
+        /// The client fetches the current interface (after `RESET_END`).
+        AcquireInterface {
+            /// The client.
+            client: ClientHandle,
+        },
+        /// The client asks for a soft reset (`reset_request`).
+        ResetRequest {
+            /// The client.
+            client: ClientHandle,
+        },
+        /// The client has quiesced and answers `RESET` (`reset_execute`).
+        ResetExecute {
+            /// The client.
+            client: ClientHandle,
+        },
+        /// The client binds to a set of ports of one protocol (its protection domain).
+        Bind {
+            /// The client.
+            client: ClientHandle,
+            /// The ports.
+            ports: PortSet,
+        },
+        /// The client holds the device (an open handle): query remove is vetoed.
+        Hold {
+            /// The client.
+            client: ClientHandle,
+        },
+        /// The client lets go of its hold.
+        ReleaseHold {
+            /// The client.
+            client: ClientHandle,
+        },
+        /// The client wants to use the device through the interface of `epoch`.
+        Access {
+            /// The client.
+            client: ClientHandle,
+            /// The epoch of the interface the client holds.
+            epoch: Epoch,
+            /// What for.
+            what: Access,
+        },
+        /// Time has reached `now`. Ticks never go backwards.
+        Tick {
+            /// The current time.
+            now: Tick,
+        },
+        /// Driver unload (DriverUnload, module exit): a fence over every device.
+        Unload,
+    }
+}
+
+impl Input {
+    /// The input's kind, the column of the per-state table.
+    pub const fn kind(&self) -> InputKind {
+        match self {
+            Input::AddDevice { .. } => InputKind::AddDevice,
+            Input::ConfigurePort { .. } => InputKind::ConfigurePort,
+            Input::Start { .. } => InputKind::Start,
+            Input::StartDone { .. } => InputKind::StartDone,
+            Input::QueryStop { .. } => InputKind::QueryStop,
+            Input::CancelStop { .. } => InputKind::CancelStop,
+            Input::Stop { .. } => InputKind::Stop,
+            Input::QueryRemove { .. } => InputKind::QueryRemove,
+            Input::CancelRemove { .. } => InputKind::CancelRemove,
+            Input::Remove { .. } => InputKind::Remove,
+            Input::SurpriseRemoval { .. } => InputKind::SurpriseRemoval,
+            Input::FatalError { .. } => InputKind::FatalError,
+            Input::ResetDone { .. } => InputKind::ResetDone,
+            Input::LinkChanged { .. } => InputKind::LinkChanged,
+            Input::Register { .. } => InputKind::Register,
+            Input::Unregister { .. } => InputKind::Unregister,
+            Input::CallbackDone { .. } => InputKind::CallbackDone,
+            Input::AcquireInterface { .. } => InputKind::AcquireInterface,
+            Input::ResetRequest { .. } => InputKind::ResetRequest,
+            Input::ResetExecute { .. } => InputKind::ResetExecute,
+            Input::Bind { .. } => InputKind::Bind,
+            Input::Hold { .. } => InputKind::Hold,
+            Input::ReleaseHold { .. } => InputKind::ReleaseHold,
+            Input::Access { .. } => InputKind::Access,
+            Input::Tick { .. } => InputKind::Tick,
+            Input::Unload => InputKind::Unload,
+        }
+    }
+
+    /// The device the input concerns, if it concerns one.
+    pub const fn device(&self) -> Option<DeviceId> {
+        match *self {
+            Input::AddDevice { device }
+            | Input::ConfigurePort { device, .. }
+            | Input::Start { device, .. }
+            | Input::StartDone { device, .. }
+            | Input::QueryStop { device, .. }
+            | Input::CancelStop { device, .. }
+            | Input::Stop { device, .. }
+            | Input::QueryRemove { device, .. }
+            | Input::CancelRemove { device, .. }
+            | Input::Remove { device, .. }
+            | Input::SurpriseRemoval { device }
+            | Input::FatalError { device }
+            | Input::ResetDone { device, .. }
+            | Input::LinkChanged { device, .. }
+            | Input::Register { device, .. } => Some(device),
+            Input::Unregister { client }
+            | Input::CallbackDone { client }
+            | Input::AcquireInterface { client }
+            | Input::ResetRequest { client }
+            | Input::ResetExecute { client }
+            | Input::Bind { client, .. }
+            | Input::Hold { client }
+            | Input::ReleaseHold { client }
+            | Input::Access { client, .. } => Some(client.device),
+            Input::Tick { .. } | Input::Unload => None,
+        }
+    }
+}
+
+value_type! {
+    /// What a client is told. Each [`Output::Notify`] is one callback; the owner reports
+    /// its return with [`Input::CallbackDone`].
+    pub enum Event {
+        /// The device is running (first start, or restart after a stop). No reset cycle.
+        DeviceStarted {
+            /// The current epoch.
+            epoch: Epoch,
+        },
+        /// The device stopped for a rebalance: hardware calls are refused until it starts.
+        DeviceStopped,
+        /// `RESET`: quiesce, then answer with [`Input::ResetExecute`].
+        Reset,
+        /// `RESET_END`: the reset is done; acquire a fresh interface at `epoch`.
+        ResetEnd {
+            /// The new epoch.
+            epoch: Epoch,
+        },
+        /// A port the client bound changed link state.
+        LinkChanged {
+            /// The port.
+            port: PhysPort,
+            /// Its new state.
+            state: LinkState,
+        },
+        /// The device failed; only removal follows.
+        DeviceFatal,
+        /// The device is going away: detach ([`Input::Unregister`]). The last event.
+        Removed {
+            /// Whether the hardware vanished (surprise removal) rather than an orderly remove.
+            surprise: bool,
+        },
+        /// The client is fenced: every later call fails with [`Error::ClientRevoked`].
+        /// The last event.
+        Revoked,
+    }
+}
+
+value_type! {
+    /// How an accepted PnP request ended.
+    pub enum Status {
+        /// Done.
+        Success,
+        /// The hardware failed (a start that did not succeed).
+        HardwareFailed,
+        /// The device vanished before the request could finish.
+        DeviceGone,
+    }
+}
+
+value_type! {
+    /// A command to the owner's hardware layer.
+    pub enum HardwareCommand {
+        /// Claim resources and start the hardware; answer with [`Input::StartDone`].
+        Start,
+        /// Execute the hardware reset; answer with [`Input::ResetDone`].
+        Reset,
+        /// Quiesce the hardware (touches registers). Never issued after surprise removal.
+        Shutdown,
+        /// Release resources (unmap, disconnect interrupts) without touching registers.
+        ReleaseResources,
+    }
+}
+
+value_type! {
+    /// How a reset cycle (and so every request it served) ended.
+    pub enum CycleOutcome {
+        /// The hardware reset succeeded; clients were told `RESET_END` with this epoch.
+        Completed(Epoch),
+        /// The hardware reset failed; the device went to failed.
+        HardwareFailed,
+        /// A voter missed its deadline under [`TrustedTimeoutPolicy::FailDevice`].
+        ClientTimedOut,
+        /// Remove or unload ended the cycle before the hardware reset (clients were told
+        /// `Removed`), or ended a scheduled follow-up cycle before it began.
+        AbortedByRemove,
+        /// The hardware vanished.
+        AbortedBySurpriseRemoval,
+    }
+}
+
+value_type! {
+    /// One output of the machine, drained with [`crate::Lifecycle::poll_output`].
+    pub enum Output {
+        /// Call a client's callback with `event`, outside any lock, then feed
+        /// [`Input::CallbackDone`].
+        Notify {
+            /// The client.
+            client: ClientHandle,
+            /// What to tell it.
+            event: Event,
+        },
+        /// Command the hardware of a device.
+        Hardware {
+            /// The device.
+            device: DeviceId,
+            /// The command.
+            command: HardwareCommand,
+        },
+        /// Complete an accepted PnP request.
+        Complete {
+            /// The device.
+            device: DeviceId,
+            /// The request.
+            token: RequestToken,
+            /// How it ended.
+            status: Status,
+        },
+        /// A reset cycle ended: every reset request it joined is answered by this.
+        ResetCycleFinished {
+            /// The device.
+            device: DeviceId,
+            /// How it ended.
+            outcome: CycleOutcome,
+        },
+        /// A client's slot is free: its registration is over and none of its callbacks is
+        /// in flight (a blocking unregister may return).
+        ClientGone {
+            /// The client.
+            client: ClientHandle,
+        },
+        /// A device finished removal; its slot is free.
+        DeviceRemoved {
+            /// The device.
+            device: DeviceId,
+        },
+        /// Driver unload may finish: no device, no client, no callback in flight. Emitted
+        /// once; the machine answers nothing after it.
+        UnloadMayFinish,
+    }
+}
+
+value_type! {
+    /// How a reset request was taken.
+    pub enum ResetAnswer {
+        /// A new cycle began: every client is told `RESET`.
+        Started,
+        /// Joined the cycle that is quiescing.
+        Joined,
+        /// The cycle is executing: one follow-up cycle is (or was already) scheduled.
+        Scheduled,
+    }
+}
+
+value_type! {
+    /// How an unregistration went.
+    pub enum Unregistered {
+        /// This call detached the client.
+        Now,
+        /// The client was already unregistered, revoked and freed, or removed with its
+        /// device: nothing changed.
+        Already,
+    }
+}
+
+value_type! {
+    /// Why a query remove or query stop was vetoed.
+    pub enum VetoReason {
+        /// A reset cycle runs.
+        ResetInProgress,
+        /// A client holds the device.
+        ClientHoldsDevice,
+    }
+}
+
+value_type! {
+    /// A refused input. The machine is exactly as it was before the input.
+    pub enum Error {
+        /// Driver unload finished: the machine takes no more inputs.
+        Unloaded,
+        /// Driver unload began: no new device or registration.
+        Unloading,
+        /// Driver unload was already requested.
+        UnloadAlreadyRequested,
+        /// The device id is not below the `DEVICES` capacity.
+        NoSuchDevice,
+        /// The per-state table refuses this input in the device's state.
+        InvalidState {
+            /// The device's state.
+            phase: PhaseKind,
+            /// The input.
+            input: InputKind,
+        },
+        /// Query remove or query stop was vetoed.
+        Vetoed(VetoReason),
+        /// The port index is not below the `PORTS` capacity, or the port is not configured.
+        NoSuchPort,
+        /// The port was configured already.
+        PortAlreadyConfigured,
+        /// A binding must not be empty.
+        EmptyBinding,
+        /// The binding mixes protocols.
+        MixedProtocols {
+            /// The protocol of the lowest port.
+            first: Protocol,
+            /// Another protocol in the set.
+            other: Protocol,
+        },
+        /// The client has not bound any port.
+        NotBound,
+        /// Every client slot is taken.
+        RegistryFull,
+        /// The handle names no client: never issued, or its slot was reused.
+        UnknownClient,
+        /// The client was revoked: every call fails.
+        ClientRevoked,
+        /// The client was told `Removed` (or unregistered): it may only detach.
+        ClientDetaching,
+        /// The interface epoch is old: acquire the interface again.
+        StaleEpoch {
+            /// The device's current epoch.
+            current: Epoch,
+        },
+        /// The client is not a voter of the quiescing cycle, or answered already.
+        NotVoting,
+        /// A hardware access by a client that has answered `RESET` or joined the cycle.
+        ResetInProgress,
+        /// The client already holds the device.
+        AlreadyHolding,
+        /// The client does not hold the device.
+        NotHolding,
+        /// A PnP request of this kind is already pending for the device.
+        RequestPending,
+        /// Removal was requested: no new reset request.
+        RemoveInProgress,
+        /// No callback to this client is in flight.
+        NoCallbackInFlight,
+        /// Too many of this client's callbacks are in flight (255): return some first.
+        CallbackBacklog,
+        /// The owner reported a hardware completion with no command of that kind in flight.
+        NoHardwareCommandInFlight,
+        /// A tick earlier than the last one.
+        TimeWentBackwards {
+            /// The last tick.
+            last: Tick,
+        },
+        /// The epoch counter is at its maximum: no more reset cycles.
+        EpochExhausted,
+        /// The output queue lacks room for the worst case of this input: drain it first.
+        OutputBacklog {
+            /// Free entries needed.
+            needed: u16,
+        },
+    }
+}
+
+impl core::fmt::Display for Error {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        core::fmt::Debug::fmt(self, f)
+    }
+}
+
+value_type! {
+    /// The synchronous answer to an accepted input; see [`crate::Lifecycle::handle`].
+    pub enum Reply {
+        /// Accepted; any effect is in the outputs.
+        Accepted,
+        /// Registered.
+        Registered {
+            /// The new client's handle.
+            client: ClientHandle,
+            /// The interface epoch it holds.
+            epoch: Epoch,
+        },
+        /// Unregistered.
+        Unregistered(Unregistered),
+        /// The interface of this epoch.
+        Interface(Epoch),
+        /// A reset request was taken.
+        Reset(ResetAnswer),
+        /// The access may go ahead.
+        AccessGranted,
+    }
+}
+
+value_type! {
+    /// Timeouts and policies of the machine.
+    pub struct Config {
+        /// Ticks an untrusted voter has to answer `RESET` before it is revoked.
+        pub untrusted_ack_timeout: u64,
+        /// Ticks a trusted voter has to answer `RESET` before `trusted_policy` applies.
+        pub trusted_ack_timeout: u64,
+        /// What a trusted client that misses a deadline costs.
+        pub trusted_policy: TrustedTimeoutPolicy,
+        /// Ticks every client has to detach after `Removed` before it is revoked.
+        pub detach_timeout: u64,
+    }
+}
+
+impl Config {
+    /// Moderate defaults, in milliseconds if the owner ticks in milliseconds: 1 s for
+    /// user space, 10 s for kernel clients (then revoke), 5 s to detach.
+    pub const DEFAULT: Config = Config {
+        untrusted_ack_timeout: 1_000,
+        trusted_ack_timeout: 10_000,
+        trusted_policy: TrustedTimeoutPolicy::Revoke,
+        detach_timeout: 5_000,
+    };
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config::DEFAULT
+    }
+}
