@@ -431,9 +431,6 @@ impl<const C: usize, const P: usize> Device<C, P> {
                 cx.complete(token, Status::Success);
                 Ok(())
             }
-            Phase::Quiescing { .. } | Phase::Executing { .. } => {
-                Err(Error::Vetoed(VetoReason::ResetInProgress))
-            }
             _ => Err(self.refuse(InputKind::QueryStop)),
         }
     }
@@ -477,9 +474,6 @@ impl<const C: usize, const P: usize> Device<C, P> {
             Phase::Running => Prior::Running,
             Phase::Stopped => Prior::Stopped,
             Phase::Failed { resources } => Prior::Failed(resources),
-            Phase::Quiescing { .. } | Phase::Executing { .. } => {
-                return Err(Error::Vetoed(VetoReason::ResetInProgress))
-            }
             _ => return Err(self.refuse(InputKind::QueryRemove)),
         };
         if self.registry.any_holding() {

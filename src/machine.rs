@@ -129,6 +129,7 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Lifecycle<D
         let phase = device.phase.kind();
         match disposition(phase, kind) {
             Disposition::Refuse => return Err(Error::InvalidState { phase, input: kind }),
+            Disposition::Veto => return Err(Error::Vetoed(VetoReason::ResetInProgress)),
             Disposition::Ignore => {
                 if self.outputs.free() < 1 {
                     return Err(Error::OutputBacklog { needed: 1 });

@@ -121,6 +121,9 @@ kinds! {
         /// Accepted and answered with success, with no other effect (a cancel with nothing
         /// to cancel, a second surprise removal). Windows requires such requests to succeed.
         Ignore,
+        /// Refused with [`crate::Error::Vetoed`]`(ResetInProgress)`: a query the state
+        /// understands and denies (query stop or remove during a reset cycle).
+        Veto,
         /// Refused with [`crate::Error::InvalidState`]; nothing changes.
         Refuse,
     }
@@ -139,7 +142,7 @@ pub struct Row {
 /// How many input kinds the table has a column for: all but `Tick` and `Unload`.
 pub const DEVICE_INPUTS: usize = InputKind::COUNT - 2;
 
-use Disposition::{Defer as D, Handle as H, Ignore as I, Refuse as R};
+use Disposition::{Defer as D, Handle as H, Ignore as I, Refuse as R, Veto as V};
 
 /// The table. Columns, in [`InputKind`] order:
 /// AddDevice, ConfigurePort, Start, StartDone, QueryStop, CancelStop, Stop, QueryRemove,
@@ -153,11 +156,11 @@ pub const TABLE: [Row; PhaseKind::COUNT] = [
     Row { phase: PhaseKind::Added,           inputs: [R,  H,  H,  R,  R,  I,  R,  H,  I,  H,  H,  R,  R,  H,  H,  H,  H,  R,  R,  R,  H,  H,  H,  R] },
     Row { phase: PhaseKind::Starting,        inputs: [R,  R,  R,  H,  R,  I,  R,  R,  I,  R,  H,  R,  R,  H,  H,  H,  H,  R,  R,  R,  H,  H,  H,  R] },
     Row { phase: PhaseKind::Running,         inputs: [R,  R,  R,  R,  H,  I,  R,  H,  I,  H,  H,  H,  R,  H,  H,  H,  H,  H,  H,  R,  H,  H,  H,  H] },
-    Row { phase: PhaseKind::Quiescing,       inputs: [R,  R,  R,  R,  H,  I,  R,  H,  I,  H,  H,  H,  R,  H,  H,  H,  H,  R,  H,  H,  H,  H,  H,  H] },
-    Row { phase: PhaseKind::Executing,       inputs: [R,  R,  R,  R,  H,  I,  R,  H,  I,  D,  H,  H,  H,  H,  H,  H,  H,  R,  H,  R,  H,  H,  H,  R] },
+    Row { phase: PhaseKind::Quiescing,       inputs: [R,  R,  R,  R,  V,  I,  R,  V,  I,  H,  H,  H,  R,  H,  H,  H,  H,  R,  H,  H,  H,  H,  H,  H] },
+    Row { phase: PhaseKind::Executing,       inputs: [R,  R,  R,  R,  V,  I,  R,  V,  I,  D,  H,  H,  H,  H,  H,  H,  H,  R,  H,  R,  H,  H,  H,  R] },
     Row { phase: PhaseKind::StopPending,     inputs: [R,  R,  R,  R,  R,  H,  H,  R,  I,  H,  H,  R,  R,  H,  H,  H,  H,  R,  R,  R,  H,  H,  H,  R] },
     Row { phase: PhaseKind::Stopped,         inputs: [R,  R,  H,  R,  R,  I,  R,  H,  I,  H,  H,  R,  R,  H,  H,  H,  H,  R,  R,  R,  H,  H,  H,  R] },
-    Row { phase: PhaseKind::RemovePending,   inputs: [R,  R,  R,  R,  R,  I,  R,  R,  H,  H,  H,  R,  R,  H,  R,  H,  H,  R,  R,  R,  H,  R,  H,  R] },
+    Row { phase: PhaseKind::RemovePending,   inputs: [R,  R,  R,  R,  R,  I,  R,  R,  H,  H,  H,  R,  R,  H,  R,  H,  H,  R,  R,  R,  H,  R,  R,  R] },
     Row { phase: PhaseKind::Failed,          inputs: [R,  R,  R,  R,  R,  I,  R,  H,  I,  H,  H,  I,  R,  H,  R,  H,  H,  R,  R,  R,  H,  R,  H,  R] },
     Row { phase: PhaseKind::SurpriseRemoved, inputs: [R,  R,  R,  H,  R,  I,  R,  R,  I,  H,  I,  I,  H,  H,  R,  H,  H,  R,  R,  R,  R,  R,  R,  R] },
     Row { phase: PhaseKind::Removing,        inputs: [R,  R,  R,  H,  R,  I,  R,  R,  I,  H,  H,  I,  H,  H,  R,  H,  H,  R,  R,  R,  R,  R,  R,  R] },

@@ -27,7 +27,7 @@ pub struct Owner<const D: usize, const C: usize, const P: usize, const Q: usize>
     pub m: Lifecycle<D, C, P, Q>,
     /// Every event each client received, in order.
     pub events: HashMap<ClientHandle, Vec<Event>>,
-    next_token: u32,
+    pub next_token: u32,
 }
 
 impl<const D: usize, const C: usize, const P: usize, const Q: usize> Owner<D, C, P, Q> {

@@ -1,0 +1,381 @@
+//! Walk the whole matrix: every device input kind in every device state.
+//!
+//! For each cell the machine must do what the per-state table says:
+//! * `Refuse`: `Err(InvalidState { phase, input })`, nothing changed, nothing queued;
+//! * `Veto`: `Err(Vetoed(ResetInProgress))`, nothing changed;
+//! * `Ignore`: `Ok`, the machine unchanged, at most a successful completion queued;
+//! * `Defer`: `Ok`, the device stays in its state until the hardware reports;
+//! * `Handle`: never `InvalidState` for this cell, any refusal changes nothing, and at
+//!   least one concrete instance of the state accepts the input.
+
+mod common;
+use common::*;
+use pnp_lifecycle::*;
+
+type O = Owner<1, 4, 2, { queue_capacity(1, 4) }>;
+
+/// Build one instance of `phase`: a trusted client bound to port 0 and an untrusted one,
+/// optionally holding the device (and then with port 1 unconfigured), optionally with
+/// every callback returned. `via` picks how SurpriseRemoved and Removing are reached:
+/// 0 from Added, 1 with a hardware start in flight, 2 with a hardware reset in flight,
+/// 3 (Removing only) by driver unload, with no remove request.
+fn instance(phase: PhaseKind, hold: bool, returned: bool, via: u8) -> Option<O> {
+    use PhaseKind::*;
+    let mut o = owner();
+    let go = |o: &mut O, input: Input| o.step(input).0.is_ok();
+    if via > 0 && !matches!(phase, SurpriseRemoved | Removing) || via == 3 && phase != Removing {
+        return None;
+    }
+    if phase == Absent {
+        if hold {
+            // Absent after a full removal: old handles exist and are "past".
+            o.started(DEV, false);
+            let c = o.register(DEV, ClientKind::Trusted);
+            o.ok(Input::Remove {
+                device: DEV,
+                token: RequestToken(1),
+            });
+            o.return_callbacks(DEV);
+            o.ok(Input::Unregister { client: c });
+        }
+        return Some(o);
+    }
+    let ok = go(&mut o, Input::AddDevice { device: DEV })
+        && go(
+            &mut o,
+            Input::ConfigurePort {
+                device: DEV,
+                port: P0,
+                caps: IB,
+            },
+        )
+        && (hold // the holding variants leave port 1 to be configured
+            || go(
+                &mut o,
+                Input::ConfigurePort {
+                    device: DEV,
+                    port: P1,
+                    caps: IB,
+                },
+            ));
+    assert!(ok);
+    let t = o.register(DEV, ClientKind::Trusted);
+    let u = o.register(DEV, ClientKind::Untrusted);
+    o.ok(Input::Bind {
+        client: t,
+        ports: PortSet::single(P0),
+    });
+    // A link event before start: the bound client has a callback in flight from the start.
+    o.ok(Input::LinkChanged {
+        device: DEV,
+        port: P0,
+        state: LinkState::Init,
+    });
+    if hold {
+        o.ok(Input::Hold { client: u });
+    }
+    let started = |o: &mut O| {
+        go(
+            o,
+            Input::Start {
+                device: DEV,
+                token: RequestToken(2),
+            },
+        ) && go(
+            o,
+            Input::StartDone {
+                device: DEV,
+                result: StartResult::Started,
+            },
+        )
+    };
+    let reached = match phase {
+        Absent => unreachable!(),
+        Added => true,
+        RemovePending => go(
+            &mut o,
+            Input::QueryRemove {
+                device: DEV,
+                token: RequestToken(3),
+            },
+        ),
+        Removing if via == 3 => started(&mut o) && go(&mut o, Input::Unload),
+        Removing | SurpriseRemoved => {
+            let in_flight = match via {
+                0 => true,
+                1 => go(
+                    &mut o,
+                    Input::Start {
+                        device: DEV,
+                        token: RequestToken(2),
+                    },
+                ),
+                _ => {
+                    started(&mut o)
+                        && go(&mut o, Input::ResetRequest { client: t })
+                        && go(&mut o, Input::ResetExecute { client: t })
+                        && go(&mut o, Input::ResetExecute { client: u })
+                }
+            };
+            let gone = if via == 0 && phase == Removing {
+                true
+            } else {
+                go(&mut o, Input::SurpriseRemoval { device: DEV })
+            };
+            in_flight
+                && gone
+                && (phase == SurpriseRemoved
+                    || go(
+                        &mut o,
+                        Input::Remove {
+                            device: DEV,
+                            token: RequestToken(3),
+                        },
+                    ))
+        }
+        Starting => go(
+            &mut o,
+            Input::Start {
+                device: DEV,
+                token: RequestToken(2),
+            },
+        ),
+        Failed => {
+            go(
+                &mut o,
+                Input::Start {
+                    device: DEV,
+                    token: RequestToken(2),
+                },
+            ) && go(
+                &mut o,
+                Input::StartDone {
+                    device: DEV,
+                    result: StartResult::FailedAfterResources,
+                },
+            )
+        }
+        Running => started(&mut o),
+        Quiescing => started(&mut o) && go(&mut o, Input::ResetRequest { client: t }),
+        Executing => {
+            started(&mut o)
+                && go(&mut o, Input::ResetRequest { client: t })
+                && go(&mut o, Input::ResetExecute { client: t })
+                && go(&mut o, Input::ResetExecute { client: u })
+        }
+        StopPending | Stopped => {
+            started(&mut o)
+                && go(
+                    &mut o,
+                    Input::QueryStop {
+                        device: DEV,
+                        token: RequestToken(3),
+                    },
+                )
+                && (phase == StopPending
+                    || go(
+                        &mut o,
+                        Input::Stop {
+                            device: DEV,
+                            token: RequestToken(4),
+                        },
+                    ))
+        }
+    };
+    if !reached {
+        return None;
+    }
+    if returned {
+        o.return_callbacks(DEV);
+    }
+    assert_eq!(o.phase(DEV), phase);
+    Some(o)
+}
+
+/// Concrete inputs of one kind for an instance: every client, every small parameter.
+fn candidates(kind: InputKind, o: &O) -> Vec<Input> {
+    let mut clients: Vec<ClientHandle> = o.m.clients(DEV).map(|(h, _)| h).collect();
+    clients.push(ClientHandle {
+        device: DEV,
+        slot: 0,
+        generation: 0,
+    });
+    let epoch = o.m.epoch(DEV).unwrap();
+    let token = RequestToken(100);
+    let per_client = |f: &dyn Fn(ClientHandle) -> Input| clients.iter().map(|c| f(*c)).collect();
+    match kind {
+        InputKind::AddDevice => vec![Input::AddDevice { device: DEV }],
+        InputKind::ConfigurePort => [P0, P1, PhysPort(1)]
+            .iter()
+            .map(|p| Input::ConfigurePort {
+                device: DEV,
+                port: *p,
+                caps: IB,
+            })
+            .collect(),
+        InputKind::Start => vec![Input::Start { device: DEV, token }],
+        InputKind::StartDone => [
+            StartResult::Started,
+            StartResult::FailedBeforeResources,
+            StartResult::FailedAfterResources,
+        ]
+        .iter()
+        .map(|r| Input::StartDone {
+            device: DEV,
+            result: *r,
+        })
+        .collect(),
+        InputKind::QueryStop => vec![Input::QueryStop { device: DEV, token }],
+        InputKind::CancelStop => vec![Input::CancelStop { device: DEV, token }],
+        InputKind::Stop => vec![Input::Stop { device: DEV, token }],
+        InputKind::QueryRemove => vec![Input::QueryRemove { device: DEV, token }],
+        InputKind::CancelRemove => vec![Input::CancelRemove { device: DEV, token }],
+        InputKind::Remove => vec![Input::Remove { device: DEV, token }],
+        InputKind::SurpriseRemoval => vec![Input::SurpriseRemoval { device: DEV }],
+        InputKind::FatalError => vec![Input::FatalError { device: DEV }],
+        InputKind::ResetDone => [ResetResult::Succeeded, ResetResult::Failed]
+            .iter()
+            .map(|r| Input::ResetDone {
+                device: DEV,
+                result: *r,
+            })
+            .collect(),
+        InputKind::LinkChanged => [(P0, LinkState::Active), (P1, LinkState::Init)]
+            .iter()
+            .map(|(port, state)| Input::LinkChanged {
+                device: DEV,
+                port: *port,
+                state: *state,
+            })
+            .collect(),
+        InputKind::Register => [ClientKind::Trusted, ClientKind::Untrusted]
+            .iter()
+            .map(|k| Input::Register {
+                device: DEV,
+                kind: *k,
+            })
+            .collect(),
+        InputKind::Unregister => per_client(&|client| Input::Unregister { client }),
+        InputKind::CallbackDone => per_client(&|client| Input::CallbackDone { client }),
+        InputKind::AcquireInterface => per_client(&|client| Input::AcquireInterface { client }),
+        InputKind::ResetRequest => per_client(&|client| Input::ResetRequest { client }),
+        InputKind::ResetExecute => per_client(&|client| Input::ResetExecute { client }),
+        InputKind::Bind => per_client(&|client| Input::Bind {
+            client,
+            ports: PortSet::single(P1),
+        }),
+        InputKind::Hold => per_client(&|client| Input::Hold { client }),
+        InputKind::ReleaseHold => per_client(&|client| Input::ReleaseHold { client }),
+        InputKind::Access => {
+            let mut v: Vec<Input> = per_client(&|client| Input::Access {
+                client,
+                epoch,
+                what: Access::HardwareOp,
+            });
+            v.extend(clients.iter().map(|c| Input::Access {
+                client: *c,
+                epoch,
+                what: Access::QueryCounters(P0),
+            }));
+            v
+        }
+        InputKind::Tick | InputKind::Unload => vec![],
+    }
+}
+
+#[test]
+fn every_input_in_every_state_has_the_outcome_the_table_declares() {
+    let mut cells = 0;
+    let mut tried = 0;
+    for &phase in PhaseKind::ALL {
+        let mut instances: Vec<O> = Vec::new();
+        for via in 0..4 {
+            for (h, r) in [(false, false), (false, true), (true, false), (true, true)] {
+                instances.extend(instance(phase, h, r, via));
+            }
+        }
+        assert!(!instances.is_empty(), "no instance of {phase:?}");
+        for &kind in &InputKind::ALL[..DEVICE_INPUTS] {
+            let declared = disposition(phase, kind);
+            let mut accepted = 0;
+            for base in &instances {
+                for input in candidates(kind, base) {
+                    assert_eq!(input.kind(), kind);
+                    tried += 1;
+                    let mut o = O {
+                        m: base.m.clone(),
+                        events: Default::default(),
+                        next_token: 1000,
+                    };
+                    let before = o.m.clone();
+                    // `step` itself asserts that any refusal changed nothing.
+                    let (reply, outputs) = o.step(input);
+                    match declared {
+                        Disposition::Refuse => assert_eq!(
+                            reply,
+                            Err(Error::InvalidState { phase, input: kind }),
+                            "{phase:?} x {input:?}"
+                        ),
+                        Disposition::Veto => assert_eq!(
+                            reply,
+                            Err(Error::Vetoed(VetoReason::ResetInProgress)),
+                            "{phase:?} x {input:?}"
+                        ),
+                        Disposition::Ignore => {
+                            assert_eq!(reply, Ok(Reply::Accepted), "{phase:?} x {input:?}");
+                            assert_eq!(o.m, before, "ignored {input:?} changed {phase:?}");
+                            assert!(outputs.iter().all(|out| matches!(
+                                out,
+                                Output::Complete {
+                                    status: Status::Success,
+                                    ..
+                                }
+                            )));
+                        }
+                        Disposition::Defer | Disposition::Handle => {
+                            assert_ne!(
+                                reply,
+                                Err(Error::InvalidState { phase, input: kind }),
+                                "{phase:?} x {input:?}: the table says {declared:?}"
+                            );
+                            if reply.is_ok() {
+                                accepted += 1;
+                                if declared == Disposition::Defer {
+                                    assert_eq!(o.phase(DEV), phase, "deferred {input:?}");
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            if matches!(declared, Disposition::Handle | Disposition::Defer) {
+                assert!(
+                    accepted > 0,
+                    "{phase:?} x {kind:?} is {declared:?} but no instance accepts it"
+                );
+            }
+            cells += 1;
+        }
+    }
+    assert_eq!(cells, PhaseKind::COUNT * DEVICE_INPUTS);
+    println!("matrix: {cells} cells, {tried} concrete inputs");
+}
+
+#[test]
+fn the_table_has_one_row_per_state_in_order() {
+    assert_eq!(TABLE.len(), PhaseKind::COUNT);
+    for (i, row) in TABLE.iter().enumerate() {
+        assert_eq!(row.phase as usize, i);
+        assert_eq!(row.phase, PhaseKind::ALL[i]);
+    }
+}
+
+#[test]
+fn driver_wide_inputs_are_answered_in_every_driver_phase() {
+    let mut o = owner();
+    assert_eq!(o.step(Input::Tick { now: Tick(1) }).0, Ok(Reply::Accepted));
+    assert_eq!(o.step(Input::Unload).0, Ok(Reply::Accepted)); // no device: finishes at once
+    assert_eq!(o.m.driver_phase(), DriverPhase::Unloaded);
+    assert_eq!(o.step(Input::Tick { now: Tick(2) }).0, Err(Error::Unloaded));
+    assert_eq!(o.step(Input::Unload).0, Err(Error::Unloaded));
+}
