@@ -1,0 +1,453 @@
+//! The threaded port: the port lock, the notification thread (client callbacks, IRP
+//! completion, start/shutdown/release), the reset worker, IRPs and the mlx4 interface.
+
+use pnp_lifecycle::{
+    Access, ClientHandle, ClientKind, Config, DeviceId, Epoch, Event, Input, LinkState,
+    PhysPort, PortCaps, RequestToken, ResetAnswer, ResetResult, StartResult, Tick,
+    Unregistered,
+};
+
+use crate::ntstatus::NtStatus;
+use crate::port::{PnpMinor, PortCore, Work};
+use crate::sync::{lock, thread, wait, Arc, Condvar, Mutex};
+
+/// A client's event callback (the mlx4 reset event handler). Called on the port's
+/// notification thread, never under the port lock. It may call back into the port, but
+/// must not block on it (no blocking [`MlxInterface::unregister`] from inside it).
+pub type Callback = Arc<dyn Fn(Event) + Send + Sync>;
+
+/// The hardware the port drives. Every method is called outside the port lock.
+pub trait Hal: Send + Sync {
+    /// Claim resources and start the device.
+    fn start(&self, device: DeviceId) -> StartResult;
+    /// Execute the hardware reset (on the reset worker thread).
+    fn reset(&self, device: DeviceId) -> ResetResult;
+    /// Quiesce the hardware.
+    fn shutdown(&self, device: DeviceId);
+    /// Release resources.
+    fn release(&self, device: DeviceId);
+    /// A client's hardware operation, made while the client holds the remove lock.
+    fn client_op(&self, device: DeviceId, client: ClientHandle);
+}
+
+#[derive(Debug, Default)]
+struct IrpSlot {
+    status: Option<NtStatus>,
+    completions: u32,
+}
+
+/// An I/O request packet: a PnP minor code, the token the port names it by, and a
+/// completion slot.
+#[derive(Debug)]
+pub struct Irp {
+    /// The device it targets.
+    pub device: DeviceId,
+    /// `IRP_MN_*`.
+    pub minor: PnpMinor,
+    /// Its token (unique among the device's pending IRPs).
+    pub token: RequestToken,
+    slot: Mutex<IrpSlot>,
+    done: Condvar,
+}
+
+impl Irp {
+    /// A new IRP.
+    pub fn new(device: DeviceId, minor: PnpMinor, token: u32) -> Arc<Irp> {
+        Arc::new(Irp {
+            device,
+            minor,
+            token: RequestToken(token),
+            slot: Mutex::new(IrpSlot::default()),
+            done: Condvar::new(),
+        })
+    }
+
+    /// `IoCompleteRequest`. A second completion is counted (see [`Self::completions`]).
+    pub fn complete(&self, status: NtStatus) {
+        let mut slot = lock(&self.slot);
+        slot.completions += 1;
+        if slot.status.is_none() {
+            slot.status = Some(status);
+        }
+        self.done.notify_all();
+    }
+
+    /// The final status, if completed.
+    pub fn status(&self) -> Option<NtStatus> {
+        lock(&self.slot).status
+    }
+
+    /// How many times it was completed (exactly one is right).
+    pub fn completions(&self) -> u32 {
+        lock(&self.slot).completions
+    }
+
+    /// Block until completed; the final status.
+    pub fn wait(&self) -> NtStatus {
+        let mut slot = lock(&self.slot);
+        loop {
+            if let Some(status) = slot.status {
+                return status;
+            }
+            slot = wait(&self.done, slot);
+        }
+    }
+}
+
+/// A deliberately planted concurrency fault (feature `planted-fault` only).
+#[cfg(feature = "planted-fault")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// No fault.
+    None,
+    /// The notification thread calls client callbacks while holding the port lock.
+    CallbackUnderLock,
+    /// `IRP_MN_REMOVE_DEVICE` does not wait for remove-lock holders.
+    RemoveDoesNotWait,
+}
+
+struct Inner {
+    core: Mutex<PortCore<Callback, Arc<Irp>>>,
+    changed: Condvar,
+    hal: Arc<dyn Hal>,
+    threads: Mutex<Vec<thread::JoinHandle<()>>>,
+    #[cfg(feature = "planted-fault")]
+    fault: Fault,
+}
+
+/// The driver: the port lock around [`PortCore`], plus its notification thread and reset
+/// worker. Cheap to clone (a shared handle).
+#[derive(Clone)]
+pub struct Driver {
+    inner: Arc<Inner>,
+}
+
+impl Driver {
+    /// `DriverEntry`: a driver with no device; spawns the notification thread and the
+    /// reset worker. Call [`Self::unload`] to end them.
+    pub fn new(config: Config, hal: Arc<dyn Hal>) -> Driver {
+        Self::build(
+            config,
+            hal,
+            #[cfg(feature = "planted-fault")]
+            Fault::None,
+        )
+    }
+
+    /// Like [`Self::new`], with a planted fault.
+    #[cfg(feature = "planted-fault")]
+    pub fn with_fault(config: Config, hal: Arc<dyn Hal>, fault: Fault) -> Driver {
+        Self::build(config, hal, fault)
+    }
+
+    fn build(
+        config: Config,
+        hal: Arc<dyn Hal>,
+        #[cfg(feature = "planted-fault")] fault: Fault,
+    ) -> Driver {
+        let driver = Driver {
+            inner: Arc::new(Inner {
+                core: Mutex::new(PortCore::new(config)),
+                changed: Condvar::new(),
+                hal,
+                threads: Mutex::new(Vec::new()),
+                #[cfg(feature = "planted-fault")]
+                fault,
+            }),
+        };
+        let notifier = driver.clone();
+        let worker = driver.clone();
+        let handles = vec![
+            thread::spawn(move || notifier.notification_thread()),
+            thread::spawn(move || worker.reset_worker()),
+        ];
+        *lock(&driver.inner.threads) = handles;
+        driver
+    }
+
+    /// Run `f` under the port lock, then wake every waiter.
+    fn with<T>(&self, f: impl FnOnce(&mut PortCore<Callback, Arc<Irp>>) -> T) -> T {
+        let mut core = lock(&self.inner.core);
+        let result = f(&mut core);
+        self.inner.changed.notify_all();
+        result
+    }
+
+    /// `AddDevice`.
+    pub fn add_device(&self, device: DeviceId) -> Result<(), NtStatus> {
+        self.with(|c| c.add_device(device))
+    }
+
+    /// Describe a physical port of an added device.
+    pub fn configure_port(
+        &self,
+        device: DeviceId,
+        port: PhysPort,
+        caps: PortCaps,
+    ) -> Result<(), NtStatus> {
+        self.with(|c| c.feed(Input::ConfigurePort { device, port, caps }).map(drop))
+    }
+
+    /// The PnP dispatch routine (`IRP_MJ_PNP`). Returns `STATUS_PENDING` if the IRP
+    /// completes later, else the status it was completed with. Every IRP is completed
+    /// exactly once, on the notification thread. For `IRP_MN_REMOVE_DEVICE` this blocks
+    /// in `IoReleaseRemoveLockAndWait` until every remove-lock holder has released.
+    pub fn dispatch_pnp(&self, irp: &Arc<Irp>) -> NtStatus {
+        let (device, minor) = (irp.device, irp.minor);
+        let mut core = lock(&self.inner.core);
+        if let Err(status) = core.pnp_enter(device, minor) {
+            core.fail_irp(Arc::clone(irp), status);
+            self.inner.changed.notify_all();
+            return status;
+        }
+        #[cfg(feature = "planted-fault")]
+        let wait_for_holders = self.inner.fault != Fault::RemoveDoesNotWait;
+        #[cfg(not(feature = "planted-fault"))]
+        let wait_for_holders = true;
+        if minor == PnpMinor::RemoveDevice && wait_for_holders {
+            while !core.remove_lock(device).is_ok_and(|l| l.idle()) {
+                core = wait(&self.inner.changed, core);
+            }
+        }
+        let status = core.pnp_feed(device, minor, irp.token, Arc::clone(irp));
+        self.inner.changed.notify_all();
+        status
+    }
+
+    /// Register a client for `device`'s reset events: the mlx4 interface it gets back is of
+    /// the current epoch.
+    pub fn register_client(
+        &self,
+        device: DeviceId,
+        kind: ClientKind,
+        callback: Callback,
+    ) -> Result<MlxInterface, NtStatus> {
+        let (handle, epoch) = self.with(|c| c.register(device, kind, callback))?;
+        Ok(MlxInterface {
+            driver: self.clone(),
+            handle,
+            epoch,
+        })
+    }
+
+    /// The subnet manager changed a port's link state.
+    pub fn link_changed(
+        &self,
+        device: DeviceId,
+        port: PhysPort,
+        state: LinkState,
+    ) -> Result<(), NtStatus> {
+        self.with(|c| {
+            c.feed(Input::LinkChanged {
+                device,
+                port,
+                state,
+            })
+            .map(drop)
+        })
+    }
+
+    /// A catastrophic-error interrupt (its DPC): a reset request from the driver itself.
+    pub fn catastrophic_error(&self, device: DeviceId) -> Result<(), NtStatus> {
+        self.with(|c| c.feed(Input::FatalError { device }).map(drop))
+    }
+
+    /// The timer DPC: time reached `now`.
+    pub fn tick(&self, now: Tick) -> Result<(), NtStatus> {
+        self.with(|c| c.feed(Input::Tick { now }).map(drop))
+    }
+
+    /// When the next [`Self::tick`] is needed.
+    pub fn poll_timeout(&self) -> Option<Tick> {
+        self.with(|c| c.machine().poll_timeout())
+    }
+
+    /// `DriverUnload`: the core's fence over every device. Blocks until the core emitted
+    /// `UnloadMayFinish` and the notification thread and reset worker have exited.
+    pub fn unload(&self) -> Result<(), NtStatus> {
+        self.with(PortCore::unload)?;
+        let threads = std::mem::take(&mut *lock(&self.inner.threads));
+        for t in threads {
+            let _ = t.join();
+        }
+        Ok(())
+    }
+
+    /// Port-level anomalies (see [`PortCore::anomalies`]).
+    pub fn anomalies(&self) -> u32 {
+        self.with(|c| c.anomalies())
+    }
+
+    /// Run `f` on the port state under the lock (diagnostics and tests).
+    pub fn inspect<T>(&self, f: impl FnOnce(&PortCore<Callback, Arc<Irp>>) -> T) -> T {
+        f(&lock(&self.inner.core))
+    }
+
+    fn notification_thread(&self) {
+        let mut core = lock(&self.inner.core);
+        loop {
+            let Some(work) = core.fifo.pop_front() else {
+                if core.unload_emitted() {
+                    return;
+                }
+                core = wait(&self.inner.changed, core);
+                continue;
+            };
+            match work {
+                Work::Callback {
+                    client,
+                    event,
+                    callback,
+                } => {
+                    #[cfg(feature = "planted-fault")]
+                    let under_lock = self.inner.fault == Fault::CallbackUnderLock;
+                    #[cfg(not(feature = "planted-fault"))]
+                    let under_lock = false;
+                    if under_lock {
+                        if let Some(cb) = callback {
+                            cb(event); // PLANTED FAULT: the port lock is held here.
+                        }
+                    } else {
+                        drop(core);
+                        if let Some(cb) = callback {
+                            cb(event);
+                        }
+                        core = lock(&self.inner.core);
+                    }
+                    core.callback_done(client);
+                }
+                Work::HardwareStart(device) => {
+                    drop(core);
+                    let result = self.inner.hal.start(device);
+                    core = lock(&self.inner.core);
+                    core.start_done(device, result);
+                }
+                Work::HardwareShutdown(device) => {
+                    drop(core);
+                    self.inner.hal.shutdown(device);
+                    core = lock(&self.inner.core);
+                }
+                Work::HardwareRelease(device) => {
+                    drop(core);
+                    self.inner.hal.release(device);
+                    core = lock(&self.inner.core);
+                }
+                Work::CompleteIrp { irp, status } => {
+                    drop(core);
+                    irp.complete(status);
+                    core = lock(&self.inner.core);
+                }
+                Work::CycleFinished(..)
+                | Work::ClientGone(_)
+                | Work::DeviceRemoved(_)
+                | Work::UnloadMayFinish => {}
+            }
+            self.inner.changed.notify_all();
+        }
+    }
+
+    fn reset_worker(&self) {
+        let mut core = lock(&self.inner.core);
+        loop {
+            let Some(device) = core.reset_jobs.pop_front() else {
+                if core.unload_emitted() {
+                    return;
+                }
+                core = wait(&self.inner.changed, core);
+                continue;
+            };
+            drop(core);
+            let result = self.inner.hal.reset(device);
+            core = lock(&self.inner.core);
+            core.reset_done(device, result);
+            self.inner.changed.notify_all();
+        }
+    }
+}
+
+/// The mlx4 bus interface as one client holds it: the client's handle and the epoch of the
+/// interface. After RESET_END, [`Self::acquire`] hands out a fresh one.
+#[derive(Clone)]
+pub struct MlxInterface {
+    driver: Driver,
+    handle: ClientHandle,
+    epoch: Epoch,
+}
+
+impl MlxInterface {
+    /// The client's handle.
+    pub fn handle(&self) -> ClientHandle {
+        self.handle
+    }
+
+    /// The interface's epoch.
+    pub fn epoch(&self) -> Epoch {
+        self.epoch
+    }
+
+    /// `reset_request`: ask for a soft reset (joined, scheduled or refused).
+    pub fn reset_request(&self) -> Result<ResetAnswer, NtStatus> {
+        self.driver.with(|c| c.reset_request(self.handle))
+    }
+
+    /// `reset_execute`: the client quiesced and answers RESET.
+    pub fn reset_execute(&self) -> Result<(), NtStatus> {
+        self.driver.with(|c| c.reset_execute(self.handle))
+    }
+
+    /// Acquire the current interface (after RESET_END: a fresh epoch).
+    pub fn acquire(&self) -> Result<MlxInterface, NtStatus> {
+        let epoch = self.driver.with(|c| c.acquire_interface(self.handle))?;
+        Ok(MlxInterface {
+            driver: self.driver.clone(),
+            handle: self.handle,
+            epoch,
+        })
+    }
+
+    /// A hardware operation through this interface: holds the remove lock across the
+    /// core's check and the operation itself (`IoAcquireRemoveLock` ... `IoReleaseRemoveLock`).
+    pub fn hardware_op(&self) -> Result<(), NtStatus> {
+        let device = self.handle.device;
+        self.driver.with(|c| {
+            c.remove_lock(device)?.acquire()?;
+            let granted = c.feed(Input::Access {
+                client: self.handle,
+                epoch: self.epoch,
+                what: Access::HardwareOp,
+            });
+            if granted.is_err() {
+                if let Ok(l) = c.remove_lock(device) {
+                    l.release();
+                }
+            }
+            granted.map(drop)
+        })?;
+        self.driver.inner.hal.client_op(device, self.handle);
+        self.driver.with(|c| {
+            if let Ok(l) = c.remove_lock(device) {
+                l.release();
+            }
+        });
+        Ok(())
+    }
+
+    /// Unregister and block until no callback of this client runs or will run (the core's
+    /// `ClientGone`). Idempotent. Never call it from inside the client's own callback.
+    pub fn unregister(&self) -> Result<Unregistered, NtStatus> {
+        let inner = &self.driver.inner;
+        let mut core = lock(&inner.core);
+        let result = core.unregister(self.handle);
+        inner.changed.notify_all();
+        while core.client_known(self.handle) {
+            core = wait(&inner.changed, core);
+        }
+        result
+    }
+
+    /// Unregister without waiting (from inside a callback); the client is gone once the
+    /// port's `ClientGone` is delivered.
+    pub fn unregister_nowait(&self) -> Result<Unregistered, NtStatus> {
+        self.driver.with(|c| c.unregister(self.handle))
+    }
+}

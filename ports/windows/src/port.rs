@@ -1,0 +1,462 @@
+//! The port's non-blocking core: the lifecycle machine plus the OS-side bookkeeping (IRPs
+//! pending completion, client callbacks, remove locks, the delivery queue). Every method is
+//! called with the port lock held and never blocks; the threaded [`crate::Driver`] and the
+//! cooperative [`crate::race`] harness both drive it. No lifecycle rule lives here: each
+//! OS request becomes one core input, each core output one [`Work`] item.
+
+use std::collections::VecDeque;
+
+use pnp_lifecycle::{
+    queue_capacity, ClientHandle, ClientKind, Config, CycleOutcome, DeviceId, Epoch, Event,
+    HardwareCommand, Input, Lifecycle, Output, Reply, RequestToken, ResetAnswer, ResetResult,
+    StartResult, Unregistered,
+};
+
+use crate::ntstatus::NtStatus;
+
+/// Devices one driver instance can own.
+pub const DEVICES: usize = 2;
+/// Client slots per device.
+pub const CLIENTS: usize = 4;
+/// Physical ports per device.
+pub const PORTS: usize = 2;
+/// The core machine the port drives.
+pub type Machine = Lifecycle<DEVICES, CLIENTS, PORTS, { queue_capacity(DEVICES, CLIENTS) }>;
+
+/// The PnP minor codes the dispatch handles (`IRP_MN_*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PnpMinor {
+    /// `IRP_MN_START_DEVICE`
+    StartDevice,
+    /// `IRP_MN_QUERY_REMOVE_DEVICE`
+    QueryRemoveDevice,
+    /// `IRP_MN_CANCEL_REMOVE_DEVICE`
+    CancelRemoveDevice,
+    /// `IRP_MN_REMOVE_DEVICE`
+    RemoveDevice,
+    /// `IRP_MN_SURPRISE_REMOVAL`
+    SurpriseRemoval,
+    /// `IRP_MN_QUERY_STOP_DEVICE`
+    QueryStopDevice,
+    /// `IRP_MN_STOP_DEVICE`
+    StopDevice,
+    /// `IRP_MN_CANCEL_STOP_DEVICE`
+    CancelStopDevice,
+}
+
+impl PnpMinor {
+    /// The Windows name of the minor code.
+    pub const fn name(self) -> &'static str {
+        match self {
+            PnpMinor::StartDevice => "IRP_MN_START_DEVICE",
+            PnpMinor::QueryRemoveDevice => "IRP_MN_QUERY_REMOVE_DEVICE",
+            PnpMinor::CancelRemoveDevice => "IRP_MN_CANCEL_REMOVE_DEVICE",
+            PnpMinor::RemoveDevice => "IRP_MN_REMOVE_DEVICE",
+            PnpMinor::SurpriseRemoval => "IRP_MN_SURPRISE_REMOVAL",
+            PnpMinor::QueryStopDevice => "IRP_MN_QUERY_STOP_DEVICE",
+            PnpMinor::StopDevice => "IRP_MN_STOP_DEVICE",
+            PnpMinor::CancelStopDevice => "IRP_MN_CANCEL_STOP_DEVICE",
+        }
+    }
+
+    /// The core input for this request.
+    pub const fn input(self, device: DeviceId, token: RequestToken) -> Input {
+        match self {
+            PnpMinor::StartDevice => Input::Start { device, token },
+            PnpMinor::QueryRemoveDevice => Input::QueryRemove { device, token },
+            PnpMinor::CancelRemoveDevice => Input::CancelRemove { device, token },
+            PnpMinor::RemoveDevice => Input::Remove { device, token },
+            PnpMinor::SurpriseRemoval => Input::SurpriseRemoval { device },
+            PnpMinor::QueryStopDevice => Input::QueryStop { device, token },
+            PnpMinor::StopDevice => Input::Stop { device, token },
+            PnpMinor::CancelStopDevice => Input::CancelStop { device, token },
+        }
+    }
+}
+
+/// The state of one `IO_REMOVE_LOCK`: an I/O count biased by one at initialisation, and
+/// the removed flag `IoReleaseRemoveLockAndWait` sets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RemoveLockState {
+    count: u32,
+    removed: bool,
+}
+
+impl RemoveLockState {
+    /// `IoInitializeRemoveLock`: count 1 (the bias), not removed.
+    pub const fn new() -> Self {
+        RemoveLockState {
+            count: 1,
+            removed: false,
+        }
+    }
+
+    /// `IoAcquireRemoveLock`: fails with `STATUS_DELETE_PENDING` once remove began.
+    pub fn acquire(&mut self) -> Result<(), NtStatus> {
+        if self.removed {
+            return Err(NtStatus::DELETE_PENDING);
+        }
+        self.count += 1;
+        Ok(())
+    }
+
+    /// `IoReleaseRemoveLock`.
+    pub fn release(&mut self) {
+        self.count = self.count.saturating_sub(1);
+    }
+
+    /// The first half of `IoReleaseRemoveLockAndWait`: mark removed, release the caller's
+    /// acquisition and the bias. The caller then waits for [`Self::idle`].
+    pub fn release_for_remove(&mut self) {
+        self.removed = true;
+        self.count = self.count.saturating_sub(2);
+    }
+
+    /// Whether no holder is left (what `IoReleaseRemoveLockAndWait` waits for).
+    pub const fn idle(&self) -> bool {
+        self.count == 0
+    }
+
+    /// Whether remove began.
+    pub const fn removed(&self) -> bool {
+        self.removed
+    }
+
+    /// Current holders (the bias counts as one until remove).
+    pub const fn holders(&self) -> u32 {
+        self.count
+    }
+}
+
+impl Default for RemoveLockState {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// One thing to do outside the port lock, in core output order.
+#[derive(Debug, Clone)]
+pub enum Work<Cb, R> {
+    /// Call the client's callback with `event`, then [`PortCore::callback_done`].
+    Callback {
+        /// The client.
+        client: ClientHandle,
+        /// The event (RESET, RESET_END, Removed, Revoked, link...).
+        event: Event,
+        /// The callback the client registered (`None` only if the core named a client the
+        /// port never saw, which [`PortCore::anomalies`] counts).
+        callback: Option<Cb>,
+    },
+    /// Start the hardware, then [`PortCore::start_done`].
+    HardwareStart(DeviceId),
+    /// Quiesce the hardware (fire and forget).
+    HardwareShutdown(DeviceId),
+    /// Release resources (fire and forget).
+    HardwareRelease(DeviceId),
+    /// Complete an IRP (`IoCompleteRequest`).
+    CompleteIrp {
+        /// The IRP.
+        irp: R,
+        /// Its final status.
+        status: NtStatus,
+    },
+    /// A reset cycle ended.
+    CycleFinished(DeviceId, CycleOutcome),
+    /// A client's slot is free (a blocking unregister may return).
+    ClientGone(ClientHandle),
+    /// A device is gone.
+    DeviceRemoved(DeviceId),
+    /// Driver unload may finish (the last item ever).
+    UnloadMayFinish,
+}
+
+/// The port state guarded by the port lock. `Cb` is what a client registered to be called
+/// with; `R` is the port's handle to an IRP.
+#[derive(Debug)]
+pub struct PortCore<Cb, R> {
+    machine: Machine,
+    irps: Vec<(DeviceId, RequestToken, R)>,
+    clients: Vec<(ClientHandle, Cb)>,
+    /// Work to do outside the lock, in core output order.
+    pub fifo: VecDeque<Work<Cb, R>>,
+    /// Devices whose hardware reset was commanded: the reset worker's queue.
+    pub reset_jobs: VecDeque<DeviceId>,
+    locks: [RemoveLockState; DEVICES],
+    anomalies: u32,
+    unload_emitted: bool,
+}
+
+impl<Cb: Clone, R> PortCore<Cb, R> {
+    /// A port with no device.
+    pub fn new(config: Config) -> Self {
+        PortCore {
+            machine: Machine::new(config),
+            irps: Vec::new(),
+            clients: Vec::new(),
+            fifo: VecDeque::new(),
+            reset_jobs: VecDeque::new(),
+            locks: [RemoveLockState::new(); DEVICES],
+            anomalies: 0,
+            unload_emitted: false,
+        }
+    }
+
+    /// The core machine (read-only: every change goes through an input).
+    pub fn machine(&self) -> &Machine {
+        &self.machine
+    }
+
+    /// Core answers the port did not expect (a refused `CallbackDone`, a notification to a
+    /// client the port never registered). Stays zero unless the core or the port is wrong.
+    pub fn anomalies(&self) -> u32 {
+        self.anomalies
+    }
+
+    /// Whether `UnloadMayFinish` came out of the core.
+    pub fn unload_emitted(&self) -> bool {
+        self.unload_emitted
+    }
+
+    /// Whether the client's registration is still known to the port (until `ClientGone`).
+    pub fn client_known(&self, client: ClientHandle) -> bool {
+        self.clients.iter().any(|(h, _)| *h == client)
+    }
+
+    /// The remove lock of a device.
+    pub fn remove_lock(&mut self, device: DeviceId) -> Result<&mut RemoveLockState, NtStatus> {
+        self.locks
+            .get_mut(usize::from(device.0))
+            .ok_or(NtStatus::NO_SUCH_DEVICE)
+    }
+
+    /// Feed one input; on success move every output to the work queue.
+    pub fn feed(&mut self, input: Input) -> Result<Reply, NtStatus> {
+        let reply = self.machine.handle(input).map_err(NtStatus::from)?;
+        while let Some(output) = self.machine.poll_output() {
+            self.route(output);
+        }
+        Ok(reply)
+    }
+
+    fn route(&mut self, output: Output) {
+        let work = match output {
+            Output::Notify { client, event } => {
+                let callback = self
+                    .clients
+                    .iter()
+                    .find(|(h, _)| *h == client)
+                    .map(|(_, cb)| cb.clone());
+                if callback.is_none() {
+                    self.anomalies += 1;
+                }
+                Work::Callback {
+                    client,
+                    event,
+                    callback,
+                }
+            }
+            Output::Hardware { device, command } => match command {
+                HardwareCommand::Start => Work::HardwareStart(device),
+                HardwareCommand::Reset => {
+                    self.reset_jobs.push_back(device);
+                    return;
+                }
+                HardwareCommand::Shutdown => Work::HardwareShutdown(device),
+                HardwareCommand::ReleaseResources => Work::HardwareRelease(device),
+            },
+            Output::Complete {
+                device,
+                token,
+                status,
+            } => {
+                let Some(pos) = self
+                    .irps
+                    .iter()
+                    .position(|(d, t, _)| *d == device && *t == token)
+                else {
+                    self.anomalies += 1;
+                    return;
+                };
+                let (_, _, irp) = self.irps.swap_remove(pos);
+                Work::CompleteIrp {
+                    irp,
+                    status: status.into(),
+                }
+            }
+            Output::ResetCycleFinished { device, outcome } => Work::CycleFinished(device, outcome),
+            Output::ClientGone { client } => {
+                self.clients.retain(|(h, _)| *h != client);
+                Work::ClientGone(client)
+            }
+            Output::DeviceRemoved { device } => Work::DeviceRemoved(device),
+            Output::UnloadMayFinish => {
+                self.unload_emitted = true;
+                Work::UnloadMayFinish
+            }
+        };
+        self.fifo.push_back(work);
+    }
+
+    /// `AddDevice`.
+    pub fn add_device(&mut self, device: DeviceId) -> Result<(), NtStatus> {
+        self.feed(Input::AddDevice { device }).map(drop)
+    }
+
+    /// Top of the PnP dispatch: `IoAcquireRemoveLock`, and for `IRP_MN_REMOVE_DEVICE` the
+    /// first half of `IoReleaseRemoveLockAndWait`. On `Err` the IRP must be completed with
+    /// the status (see [`Self::fail_irp`]).
+    pub fn pnp_enter(&mut self, device: DeviceId, minor: PnpMinor) -> Result<(), NtStatus> {
+        let lock = self.remove_lock(device)?;
+        lock.acquire()?;
+        if minor == PnpMinor::RemoveDevice {
+            lock.release_for_remove();
+        }
+        Ok(())
+    }
+
+    /// Queue the completion of an IRP the port refuses without the core.
+    pub fn fail_irp(&mut self, irp: R, status: NtStatus) {
+        self.fifo.push_back(Work::CompleteIrp { irp, status });
+    }
+
+    /// The rest of the PnP dispatch, after [`Self::pnp_enter`] (and, for remove, after the
+    /// remove lock went idle): feed the request to the core. The IRP completes through a
+    /// [`Work::CompleteIrp`]: at once if the core refuses (status from the error), or when
+    /// the core completes its token. Returns `STATUS_PENDING` or the failure status.
+    pub fn pnp_feed(
+        &mut self,
+        device: DeviceId,
+        minor: PnpMinor,
+        token: RequestToken,
+        irp: R,
+    ) -> NtStatus {
+        if minor != PnpMinor::RemoveDevice {
+            if let Ok(lock) = self.remove_lock(device) {
+                lock.release();
+            }
+        }
+        if self
+            .irps
+            .iter()
+            .any(|(d, t, _)| *d == device && *t == token)
+        {
+            self.fail_irp(irp, NtStatus::INVALID_PARAMETER);
+            return NtStatus::INVALID_PARAMETER;
+        }
+        // Surprise removal carries no token in the core: the port completes it once the
+        // core accepted it (it cannot be vetoed).
+        let immediate = minor == PnpMinor::SurpriseRemoval;
+        if !immediate {
+            self.irps.push((device, token, irp));
+            match self.feed(minor.input(device, token)) {
+                Ok(_) => NtStatus::PENDING,
+                Err(status) => {
+                    if let Some(pos) = self
+                        .irps
+                        .iter()
+                        .position(|(d, t, _)| *d == device && *t == token)
+                    {
+                        let (_, _, irp) = self.irps.swap_remove(pos);
+                        self.fail_irp(irp, status);
+                    }
+                    status
+                }
+            }
+        } else {
+            let status = match self.feed(minor.input(device, token)) {
+                Ok(_) => NtStatus::SUCCESS,
+                Err(status) => status,
+            };
+            self.fail_irp(irp, status);
+            status
+        }
+    }
+
+    /// Register a client (the mlx4 `register_event_handler`), taking the remove lock for
+    /// the call.
+    pub fn register(
+        &mut self,
+        device: DeviceId,
+        kind: ClientKind,
+        callback: Cb,
+    ) -> Result<(ClientHandle, Epoch), NtStatus> {
+        self.remove_lock(device)?.acquire()?;
+        let result = self.feed(Input::Register { device, kind });
+        self.remove_lock(device)?.release();
+        match result? {
+            Reply::Registered { client, epoch } => {
+                self.clients.push((client, callback));
+                Ok((client, epoch))
+            }
+            _ => {
+                self.anomalies += 1;
+                Err(NtStatus::INVALID_DEVICE_STATE)
+            }
+        }
+    }
+
+    /// A client call that holds the device's remove lock while the core takes it.
+    pub fn client_call(&mut self, input: Input) -> Result<Reply, NtStatus> {
+        let device = input.device().ok_or(NtStatus::NO_SUCH_DEVICE)?;
+        self.remove_lock(device)?.acquire()?;
+        let result = self.feed(input);
+        self.remove_lock(device)?.release();
+        result
+    }
+
+    /// `reset_request`.
+    pub fn reset_request(&mut self, client: ClientHandle) -> Result<ResetAnswer, NtStatus> {
+        match self.client_call(Input::ResetRequest { client })? {
+            Reply::Reset(answer) => Ok(answer),
+            _ => Err(NtStatus::INVALID_DEVICE_STATE),
+        }
+    }
+
+    /// `reset_execute`: the client quiesced and answers RESET.
+    pub fn reset_execute(&mut self, client: ClientHandle) -> Result<(), NtStatus> {
+        self.client_call(Input::ResetExecute { client }).map(drop)
+    }
+
+    /// Acquire the current interface (after RESET_END).
+    pub fn acquire_interface(&mut self, client: ClientHandle) -> Result<Epoch, NtStatus> {
+        match self.client_call(Input::AcquireInterface { client })? {
+            Reply::Interface(epoch) => Ok(epoch),
+            _ => Err(NtStatus::INVALID_DEVICE_STATE),
+        }
+    }
+
+    /// Unregister (no remove lock: detaching must work while delete is pending). The
+    /// caller waits until [`Self::client_known`] is false for a blocking unregister.
+    pub fn unregister(&mut self, client: ClientHandle) -> Result<Unregistered, NtStatus> {
+        match self.feed(Input::Unregister { client })? {
+            Reply::Unregistered(u) => Ok(u),
+            _ => Err(NtStatus::INVALID_DEVICE_STATE),
+        }
+    }
+
+    /// A callback returned.
+    pub fn callback_done(&mut self, client: ClientHandle) {
+        if self.feed(Input::CallbackDone { client }).is_err() {
+            self.anomalies += 1;
+        }
+    }
+
+    /// The hardware start finished.
+    pub fn start_done(&mut self, device: DeviceId, result: StartResult) {
+        if self.feed(Input::StartDone { device, result }).is_err() {
+            self.anomalies += 1;
+        }
+    }
+
+    /// The reset worker finished a hardware reset.
+    pub fn reset_done(&mut self, device: DeviceId, result: ResetResult) {
+        if self.feed(Input::ResetDone { device, result }).is_err() {
+            self.anomalies += 1;
+        }
+    }
+
+    /// `DriverUnload`: the core's unload fence.
+    pub fn unload(&mut self) -> Result<(), NtStatus> {
+        self.feed(Input::Unload).map(drop)
+    }
+}
