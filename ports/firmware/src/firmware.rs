@@ -1,0 +1,355 @@
+//! Thread mode: acts on the buffered outputs outside the lock — client callbacks, the reset
+//! pulse, the board's start and shutdown — and feeds their completions back.
+
+use heapless::Deque;
+use pnp_lifecycle::{
+    ClientHandle, DeviceId, Error, Event, HardwareCommand, Input, Lifecycle, Output, Reply,
+    ResetResult, StartResult, Tick,
+};
+
+use crate::lock::{Busy, Lock};
+use crate::reset::ResetControl;
+use crate::shared::{FeedError, Shared};
+
+/// The board's side of the machine's outputs. Every method is called from thread mode,
+/// outside any critical section.
+pub trait Board {
+    /// A client callback ([`Output::Notify`]). When it returns the port feeds
+    /// [`Input::CallbackDone`].
+    fn notify(&mut self, client: ClientHandle, event: Event);
+
+    /// Claim resources and start the hardware ([`HardwareCommand::Start`]); the answer is
+    /// fed as [`Input::StartDone`].
+    fn start(&mut self, device: DeviceId) -> StartResult {
+        let _ = device;
+        StartResult::Started
+    }
+
+    /// Quiesce the hardware ([`HardwareCommand::Shutdown`]).
+    fn shutdown(&mut self, device: DeviceId) {
+        let _ = device;
+    }
+
+    /// Release resources without touching registers ([`HardwareCommand::ReleaseResources`]).
+    fn release_resources(&mut self, device: DeviceId) {
+        let _ = device;
+    }
+
+    /// Every output, just before the port acts on it (completions, cycle results,
+    /// `ClientGone`, `DeviceRemoved` and `UnloadMayFinish` only reach the board here).
+    fn observe(&mut self, output: &Output) {
+        let _ = output;
+    }
+
+    /// A hardware reset finished, with what is fed as [`Input::ResetDone`].
+    fn reset_finished(&mut self, device: DeviceId, result: ResetResult) {
+        let _ = (device, result);
+    }
+}
+
+/// A refusal or failure seen by thread mode.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PortError<E> {
+    /// The machine refused the input; nothing changed.
+    Refused(Error),
+    /// The output buffer lacks room for the input: [`Firmware::pump`] first. Nothing
+    /// changed.
+    Backlog {
+        /// Free entries the input needs.
+        needed: usize,
+    },
+    /// A reset pulse failed; the machine was told [`ResetResult::Failed`].
+    Reset {
+        /// The device.
+        device: DeviceId,
+        /// What the reset line reported.
+        error: E,
+    },
+    /// The machine refused a completion the port owed it (a core or port bug).
+    CompletionRefused {
+        /// The completion.
+        input: Input,
+        /// Why.
+        error: Error,
+    },
+    /// The shared state was borrowed re-entrantly.
+    Busy,
+    /// Every completion slot is taken and the buffer has no room to feed one (never seen;
+    /// see the README's bound).
+    Stalled,
+}
+
+impl<E> From<Busy> for PortError<E> {
+    fn from(_: Busy) -> Self {
+        PortError::Busy
+    }
+}
+
+/// One unit of thread-mode work, as done by [`Firmware::step`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// A completion the port owed (callback returned, reset or start done) was fed.
+    Fed(Input),
+    /// A buffered output was acted on.
+    Acted(Output),
+    /// A fatal error latched by the interrupt was fed, with the machine's answer.
+    ReplayedFatal(DeviceId, Result<Reply, Error>),
+    /// Nothing to do.
+    Idle,
+}
+
+/// Thread-mode counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ThreadStats {
+    /// Outputs acted on.
+    pub acted: u32,
+    /// Client callbacks made.
+    pub callbacks: u32,
+    /// Reset pulses commanded.
+    pub resets: u32,
+    /// Reset pulses that failed.
+    pub reset_failures: u32,
+}
+
+/// The thread-mode half of the port: borrows the shared state, owns the reset control `R`
+/// and the board `B`, and keeps the completions it owes the machine.
+pub struct Firmware<'a, L, R, B, const D: usize, const C: usize, const P: usize, const Q: usize>
+where
+    L: Lock<Shared<D, C, P, Q>>,
+    R: ResetControl,
+    B: Board,
+{
+    shared: &'a L,
+    reset: R,
+    board: B,
+    owed: Deque<Input, Q>,
+    error: Option<PortError<R::Error>>,
+    stats: ThreadStats,
+}
+
+impl<'a, L, R, B, const D: usize, const C: usize, const P: usize, const Q: usize>
+    Firmware<'a, L, R, B, D, C, P, Q>
+where
+    L: Lock<Shared<D, C, P, Q>>,
+    R: ResetControl,
+    B: Board,
+{
+    /// Thread mode over `shared`.
+    pub fn new(shared: &'a L, reset: R, board: B) -> Self {
+        Firmware {
+            shared,
+            reset,
+            board,
+            owed: Deque::new(),
+            error: None,
+            stats: ThreadStats::default(),
+        }
+    }
+
+    /// Feed an input from thread mode (a PnP event, a client call, a tick), acting on
+    /// buffered outputs first if the buffer lacks room. Does not act on the input's own
+    /// outputs: call [`pump`](Self::pump) (a failed reset pulse met while making room is
+    /// reported by the next `pump`).
+    pub fn input(&mut self, input: Input) -> Result<Reply, PortError<R::Error>> {
+        match self.submit(input) {
+            Err(PortError::Backlog { .. }) => {
+                self.pump_keeping_errors()?;
+                self.submit(input)
+            }
+            other => other,
+        }
+    }
+
+    /// Feed an input without acting on anything: [`PortError::Backlog`] if the buffer lacks
+    /// room (the stepwise form, for cooperative schedulers and harnesses).
+    pub fn submit(&mut self, input: Input) -> Result<Reply, PortError<R::Error>> {
+        match self.shared.lock(|s| s.feed(input))? {
+            Ok(reply) => Ok(reply),
+            Err(FeedError::Backlog { needed }) => Err(PortError::Backlog { needed }),
+            Err(FeedError::Refused(error)) => Err(PortError::Refused(error)),
+        }
+    }
+
+    /// A tick at `now`.
+    pub fn tick(&mut self, now: Tick) -> Result<Reply, PortError<R::Error>> {
+        self.input(Input::Tick { now })
+    }
+
+    /// Act on everything buffered, feed every completion and every latched fatal error,
+    /// until there is nothing left. Returns how many steps it took, or the first error met
+    /// (the work still went on: no completion is dropped).
+    pub fn pump(&mut self) -> Result<usize, PortError<R::Error>> {
+        let steps = self.pump_keeping_errors()?;
+        match self.error.take() {
+            Some(error) => Err(error),
+            None => Ok(steps),
+        }
+    }
+
+    fn pump_keeping_errors(&mut self) -> Result<usize, PortError<R::Error>> {
+        let mut steps = 0usize;
+        loop {
+            match self.step() {
+                Ok(Step::Idle) => return Ok(steps),
+                Ok(_) => {}
+                Err(PortError::Busy) => return Err(PortError::Busy),
+                Err(PortError::Stalled) => return Err(PortError::Stalled),
+                Err(error) => {
+                    if self.error.is_none() {
+                        self.error = Some(error);
+                    }
+                }
+            }
+            steps = steps.saturating_add(1);
+        }
+    }
+
+    /// One unit of work: feed the oldest owed completion if the buffer has room, else act
+    /// on the oldest buffered output, else replay a latched fatal error.
+    pub fn step(&mut self) -> Result<Step, PortError<R::Error>> {
+        if let Some(&input) = self.owed.front() {
+            match self.shared.lock(|s| s.feed(input))? {
+                Ok(_) => {
+                    self.owed.pop_front();
+                    return Ok(Step::Fed(input));
+                }
+                Err(FeedError::Refused(error)) => {
+                    self.owed.pop_front();
+                    fw_warn!("completion refused: {}", error);
+                    return Err(PortError::CompletionRefused { input, error });
+                }
+                Err(FeedError::Backlog { .. }) => {}
+            }
+        }
+        if self.owed.is_full() {
+            return Err(PortError::Stalled);
+        }
+        if let Some(output) = self.shared.lock(Shared::pop)? {
+            return self.act(output).map(|()| Step::Acted(output));
+        }
+        if let Some(&input) = self.owed.front() {
+            // The buffer is empty now (an interrupt may have emptied it since the first
+            // try only under the planted fault), so the completion fits.
+            return match self.shared.lock(|s| s.feed(input))? {
+                Ok(_) => {
+                    self.owed.pop_front();
+                    Ok(Step::Fed(input))
+                }
+                Err(FeedError::Refused(error)) => {
+                    self.owed.pop_front();
+                    Err(PortError::CompletionRefused { input, error })
+                }
+                Err(FeedError::Backlog { .. }) => Err(PortError::Stalled),
+            };
+        }
+        if let Some((device, result)) = self.shared.lock(Shared::replay_latched)? {
+            return Ok(Step::ReplayedFatal(device, result));
+        }
+        Ok(Step::Idle)
+    }
+
+    fn owe(&mut self, input: Input) -> Result<(), PortError<R::Error>> {
+        self.owed.push_back(input).map_err(|_| PortError::Stalled)
+    }
+
+    fn act(&mut self, output: Output) -> Result<(), PortError<R::Error>> {
+        self.stats.acted = self.stats.acted.saturating_add(1);
+        self.board.observe(&output);
+        match output {
+            Output::Notify { client, event } => {
+                self.stats.callbacks = self.stats.callbacks.saturating_add(1);
+                self.board.notify(client, event);
+                self.owe(Input::CallbackDone { client })
+            }
+            Output::Hardware { device, command } => match command {
+                HardwareCommand::Start => {
+                    let result = self.board.start(device);
+                    self.owe(Input::StartDone { device, result })
+                }
+                HardwareCommand::Reset => {
+                    self.stats.resets = self.stats.resets.saturating_add(1);
+                    let (result, error) = match self.reset.reset(device) {
+                        Ok(()) => (ResetResult::Succeeded, None),
+                        Err(error) => {
+                            fw_warn!("device {} reset pulse failed", device.0);
+                            self.stats.reset_failures = self.stats.reset_failures.saturating_add(1);
+                            (ResetResult::Failed, Some(error))
+                        }
+                    };
+                    self.board.reset_finished(device, result);
+                    self.owe(Input::ResetDone { device, result })?;
+                    match error {
+                        Some(error) => Err(PortError::Reset { device, error }),
+                        None => Ok(()),
+                    }
+                }
+                HardwareCommand::Shutdown => {
+                    self.board.shutdown(device);
+                    Ok(())
+                }
+                HardwareCommand::ReleaseResources => {
+                    self.board.release_resources(device);
+                    Ok(())
+                }
+            },
+            Output::Complete { .. }
+            | Output::ResetCycleFinished { .. }
+            | Output::ClientGone { .. }
+            | Output::DeviceRemoved { .. }
+            | Output::UnloadMayFinish => Ok(()),
+        }
+    }
+
+    /// Whether thread mode has nothing left to do: no buffered output, no owed completion,
+    /// no latched fatal error.
+    pub fn is_idle(&self) -> Result<bool, Busy> {
+        let owed = self.owed.is_empty();
+        self.shared
+            .lock(|s| owed && s.pending_len() == 0 && !s.is_latched_any())
+    }
+
+    /// Completions owed to the machine.
+    pub fn owed(&self) -> usize {
+        self.owed.len()
+    }
+
+    /// When the machine next needs a tick.
+    pub fn poll_timeout(&self) -> Result<Option<Tick>, Busy> {
+        self.shared.lock(|s| s.machine().poll_timeout())
+    }
+
+    /// Run `f` on the machine, read-only, inside the lock.
+    pub fn with_machine<T>(&self, f: impl FnOnce(&Lifecycle<D, C, P, Q>) -> T) -> Result<T, Busy> {
+        self.shared.lock(|s| f(s.machine()))
+    }
+
+    /// The shared state.
+    pub fn shared(&self) -> &'a L {
+        self.shared
+    }
+
+    /// The board.
+    pub fn board(&self) -> &B {
+        &self.board
+    }
+
+    /// The board, mutably.
+    pub fn board_mut(&mut self) -> &mut B {
+        &mut self.board
+    }
+
+    /// The reset control.
+    pub fn reset_control(&self) -> &R {
+        &self.reset
+    }
+
+    /// Thread-mode counters.
+    pub fn stats(&self) -> ThreadStats {
+        self.stats
+    }
+
+    /// Give the reset control and the board back.
+    pub fn into_parts(self) -> (R, B) {
+        (self.reset, self.board)
+    }
+}
