@@ -1,0 +1,1120 @@
+//! The driver: one `pnp-lifecycle` machine behind one mutex, plus the ib_client
+//! registry, the PCI error-recovery entry points and the callback dispatcher.
+//!
+//! Every entry point locks, feeds the core, drains *all* its outputs into the port's own
+//! queues, unlocks, and only then calls client callbacks. Callbacks go through one FIFO
+//! with at most one dispatcher at a time, so each client sees its events in the core's
+//! order and never two of its callbacks at once; after each callback the dispatcher feeds
+//! `CallbackDone` (and the client's vote, detach or interface refresh).
+
+use crate::errno::{Errno, LinuxError};
+use crate::sync::{self, thread, Arc, Condvar, Mutex, MutexGuard};
+use pnp_lifecycle::*;
+use std::collections::VecDeque;
+
+/// Devices one driver can own.
+pub const MAX_DEVICES: usize = 2;
+/// Core client slots per device.
+pub const MAX_CLIENTS: usize = 8;
+/// Physical (IB) ports per device.
+pub const MAX_PORTS: usize = 2;
+const QUEUE: usize = queue_capacity(MAX_DEVICES, MAX_CLIENTS);
+
+/// The core machine this port drives.
+pub type Machine = Lifecycle<MAX_DEVICES, MAX_CLIENTS, MAX_PORTS, QUEUE>;
+
+/// An `ib_register_client` registration (or an opened uverbs context): index plus
+/// generation, never reused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ClientId(pub u32);
+
+/// Why a client's `remove` callback runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RemoveCause {
+    /// The device goes away (`ib_unregister_device`, PCI remove, module unload);
+    /// `surprise` for a hot unplug / `pci_channel_io_perm_failure`.
+    DeviceRemoved {
+        /// Whether the hardware vanished.
+        surprise: bool,
+    },
+    /// The client itself called `ib_unregister_client`.
+    ClientUnregistered,
+}
+
+/// An IB asynchronous event (`struct ib_event`) delivered to a client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IbEvent {
+    /// `IB_EVENT_PORT_ACTIVE`: the port reached ACTIVE.
+    PortActive(PhysPort),
+    /// `IB_EVENT_PORT_ERR`: the port left ACTIVE (now DOWN, INIT or ARMED).
+    PortErr(PhysPort),
+    /// `IB_EVENT_DEVICE_FATAL`: the device failed; only removal follows.
+    DeviceFatal,
+}
+
+impl IbEvent {
+    /// The Linux constant's name.
+    pub fn linux_name(&self) -> &'static str {
+        match self {
+            IbEvent::PortActive(_) => "IB_EVENT_PORT_ACTIVE",
+            IbEvent::PortErr(_) => "IB_EVENT_PORT_ERR",
+            IbEvent::DeviceFatal => "IB_EVENT_DEVICE_FATAL",
+        }
+    }
+}
+
+/// `pci_channel_state_t`, the argument of `error_detected`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PciChannelState {
+    /// `pci_channel_io_normal`: the link still works; a reset is wanted.
+    Normal,
+    /// `pci_channel_io_frozen`: MMIO is blocked until a slot reset.
+    Frozen,
+    /// `pci_channel_io_perm_failure`: the device is dead (terminal: surprise removal).
+    PermFailure,
+}
+
+/// `pci_ers_result_t`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PciErsResult {
+    /// `PCI_ERS_RESULT_NONE`: from a client: "no vote yet, I answer later" (user space).
+    None,
+    /// `PCI_ERS_RESULT_CAN_RECOVER`: from a client: quiesced, go ahead.
+    CanRecover,
+    /// `PCI_ERS_RESULT_NEED_RESET`: quiesced, a reset is needed (a client's ack).
+    NeedReset,
+    /// `PCI_ERS_RESULT_DISCONNECT`: give up on the device (a client detaches from it).
+    Disconnect,
+    /// `PCI_ERS_RESULT_RECOVERED`: `slot_reset` succeeded.
+    Recovered,
+}
+
+impl PciErsResult {
+    /// The Linux constant's name.
+    pub fn linux_name(&self) -> &'static str {
+        match self {
+            PciErsResult::None => "PCI_ERS_RESULT_NONE",
+            PciErsResult::CanRecover => "PCI_ERS_RESULT_CAN_RECOVER",
+            PciErsResult::NeedReset => "PCI_ERS_RESULT_NEED_RESET",
+            PciErsResult::Disconnect => "PCI_ERS_RESULT_DISCONNECT",
+            PciErsResult::Recovered => "PCI_ERS_RESULT_RECOVERED",
+        }
+    }
+}
+
+/// A client's callbacks (`struct ib_client` plus its event handler). They are never called
+/// while the port holds its lock, and never two at once for one client; they must not call
+/// the port's *blocking* entry points (those return `EDEADLK` from a callback).
+pub trait IbClient: Send + Sync {
+    /// `add(struct ib_device *)`: the client is attached to `dev`.
+    fn add(&self, dev: DeviceId);
+    /// `remove(struct ib_device *, void *)`: the client's last callback for `dev`.
+    fn remove(&self, dev: DeviceId, cause: RemoveCause);
+    /// `RESET` of a reset cycle, in the shape of `error_detected`: quiesce, then return the
+    /// vote: `NeedReset`/`CanRecover` ack now, `None` acks later with
+    /// [`Driver::reset_ack`], `Disconnect` detaches from `dev`.
+    fn error_detected(&self, dev: DeviceId) -> PciErsResult {
+        let _ = dev;
+        PciErsResult::NeedReset
+    }
+    /// `RESET_END` (the `resume` of error recovery): the device is back at `epoch`.
+    fn resume(&self, dev: DeviceId, epoch: Epoch) {
+        let _ = (dev, epoch);
+    }
+    /// An asynchronous event (`ib_event_handler`).
+    fn event(&self, dev: DeviceId, event: IbEvent) {
+        let _ = (dev, event);
+    }
+    /// The context was revoked (uverbs disassociate): the last callback for `dev`; every
+    /// later call on it fails with `EIO`.
+    fn disassociate(&self, dev: DeviceId) {
+        let _ = dev;
+    }
+}
+
+/// The driver's hardware hooks (called outside the lock).
+pub trait Hardware: Send + Sync {
+    /// Probe-time start (claim BARs, IRQs, bring up firmware).
+    fn start(&self, dev: DeviceId) -> StartResult {
+        let _ = dev;
+        StartResult::Started
+    }
+    /// Re-initialise after the slot / function reset (in `slot_reset` / `reset_prepare`).
+    fn reset(&self, dev: DeviceId) -> ResetResult {
+        let _ = dev;
+        ResetResult::Succeeded
+    }
+    /// `HardwareCommand::Shutdown` / `ReleaseResources` (fire and forget).
+    fn command(&self, dev: DeviceId, command: HardwareCommand) {
+        let _ = (dev, command);
+    }
+}
+
+/// The default hardware: everything succeeds.
+#[derive(Debug, Default)]
+pub struct NullHardware;
+impl Hardware for NullHardware {}
+
+/// What `ib_query_port` returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PortAttr {
+    /// The port's link state (set by the subnet manager).
+    pub state: LinkState,
+    /// How many counter queries the port answered (a stand-in for `ib_port_counters`).
+    pub queries: u64,
+}
+
+struct ClientRec {
+    id: ClientId,
+    ops: Arc<dyn IbClient>,
+    kind: ClientKind,
+    live: bool,
+    handles: [Option<ClientHandle>; MAX_DEVICES],
+    epochs: [Epoch; MAX_DEVICES],
+    added: [bool; MAX_DEVICES],
+    revoked: [bool; MAX_DEVICES],
+    pending: u32,
+}
+
+#[derive(Default, Clone, Copy)]
+struct DevRec {
+    probed: bool,
+    ports: u8,
+    reset_cmd: bool,
+    reset_claimed: bool,
+    surprise: bool,
+    queries: [u64; MAX_PORTS],
+}
+
+#[derive(Clone, Copy)]
+enum Job {
+    Notify {
+        client: ClientId,
+        handle: ClientHandle,
+        event: Event,
+    },
+    Add {
+        client: ClientId,
+        dev: DeviceId,
+    },
+    Remove {
+        client: ClientId,
+        dev: DeviceId,
+    },
+    Hw {
+        dev: DeviceId,
+        command: HardwareCommand,
+    },
+}
+
+struct Inner {
+    m: Machine,
+    inline: bool,
+    clients: Vec<ClientRec>,
+    next_client: u32,
+    devs: [DevRec; MAX_DEVICES],
+    jobs: VecDeque<Job>,
+    dispatching: bool,
+    dispatcher: Option<thread::ThreadId>,
+    next_token: u32,
+    issued: Vec<RequestToken>,
+    completed: Vec<(RequestToken, Status)>,
+    cycles: Vec<(DeviceId, CycleOutcome)>,
+    unload_requested: bool,
+    unload_finished: bool,
+    violations: Vec<String>,
+}
+
+/// A callback taken off the dispatch FIFO, to be called outside the lock
+/// ([`InFlight::call`]) and handed back with [`Driver::finish_job`].
+pub struct InFlight {
+    job: Job,
+    ops: Option<Arc<dyn IbClient>>,
+    vote: Option<PciErsResult>,
+    called: bool,
+}
+
+impl std::fmt::Debug for InFlight {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InFlight").field("called", &self.called).finish()
+    }
+}
+
+impl InFlight {
+    /// Run the callback (outside any port lock). Calling it twice runs it once.
+    pub fn call(&mut self, hw: &dyn Hardware) {
+        if self.called {
+            return;
+        }
+        self.called = true;
+        match (self.job, &self.ops) {
+            (Job::Hw { dev, command }, _) => hw.command(dev, command),
+            (Job::Add { dev, .. }, Some(ops)) => ops.add(dev),
+            (Job::Remove { dev, .. }, Some(ops)) => ops.remove(dev, RemoveCause::ClientUnregistered),
+            (Job::Notify { handle, event, .. }, Some(ops)) => {
+                let dev = handle.device;
+                match event {
+                    Event::Reset => self.vote = Some(ops.error_detected(dev)),
+                    Event::ResetEnd { epoch } => ops.resume(dev, epoch),
+                    Event::LinkChanged { port, state } => match state {
+                        LinkState::Active => ops.event(dev, IbEvent::PortActive(port)),
+                        _ => ops.event(dev, IbEvent::PortErr(port)),
+                    },
+                    Event::DeviceFatal => ops.event(dev, IbEvent::DeviceFatal),
+                    Event::Removed { surprise } => {
+                        ops.remove(dev, RemoveCause::DeviceRemoved { surprise })
+                    }
+                    Event::Revoked => ops.disassociate(dev),
+                    // Not Linux events: clients are added to running devices only.
+                    Event::DeviceStarted { .. } | Event::DeviceStopped => {}
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// One Linux RDMA driver module (a `pci_driver` + `ib_device` provider) over the core.
+pub struct Driver {
+    inner: Mutex<Inner>,
+    cv: Condvar,
+    hw: Arc<dyn Hardware>,
+}
+
+impl std::fmt::Debug for Driver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Driver").finish_non_exhaustive()
+    }
+}
+
+fn err(e: Error) -> LinuxError {
+    LinuxError::from(e)
+}
+
+fn dev_index(dev: DeviceId) -> Result<usize, LinuxError> {
+    let i = usize::from(dev.0);
+    if i < MAX_DEVICES {
+        Ok(i)
+    } else {
+        Err(LinuxError::new(Errno::ENODEV))
+    }
+}
+
+impl Inner {
+    fn feed(&mut self, input: Input) -> Result<Reply, Error> {
+        let r = self.m.handle(input);
+        self.drain();
+        r
+    }
+
+    fn client_of(&self, handle: ClientHandle) -> Option<usize> {
+        let d = usize::from(handle.device.0);
+        self.clients
+            .iter()
+            .position(|c| c.handles.get(d).copied().flatten() == Some(handle))
+    }
+
+    fn rec(&mut self, id: ClientId) -> Option<&mut ClientRec> {
+        self.clients.iter_mut().find(|c| c.id == id)
+    }
+
+    fn drain(&mut self) {
+        while let Some(out) = self.m.poll_output() {
+            if self.unload_finished {
+                self.violations
+                    .push(format!("I2: output {out:?} after UnloadMayFinish"));
+            }
+            match out {
+                Output::Notify { client, event } => {
+                    let d = usize::from(client.device.0);
+                    match self.client_of(client) {
+                        Some(i) => {
+                            let rec = &mut self.clients[i];
+                            if matches!(event, Event::Removed { .. } | Event::Revoked) {
+                                rec.added[d] = false;
+                            }
+                            if event == Event::Revoked {
+                                rec.revoked[d] = true;
+                            }
+                            self.jobs.push_back(Job::Notify {
+                                client: rec.id,
+                                handle: client,
+                                event,
+                            });
+                        }
+                        None => self
+                            .violations
+                            .push(format!("notify for unknown handle {client:?}")),
+                    }
+                }
+                Output::Hardware { device, command } => {
+                    let d = usize::from(device.0);
+                    if let Some(dev) = self.devs.get_mut(d) {
+                        match command {
+                            HardwareCommand::Reset => {
+                                if dev.surprise {
+                                    self.violations
+                                        .push("I3: reset commanded after surprise removal".into());
+                                }
+                                dev.reset_cmd = true;
+                            }
+                            HardwareCommand::Start => {}
+                            HardwareCommand::Shutdown | HardwareCommand::ReleaseResources => {
+                                if dev.surprise && command == HardwareCommand::Shutdown {
+                                    self.violations
+                                        .push("register access after surprise removal".into());
+                                }
+                                self.jobs.push_back(Job::Hw {
+                                    dev: device,
+                                    command,
+                                });
+                            }
+                        }
+                    }
+                }
+                Output::Complete { token, status, .. } => {
+                    if !self.issued.contains(&token) {
+                        self.violations
+                            .push(format!("I5: completion of unknown {token:?}"));
+                    }
+                    if self.completed.iter().any(|(t, _)| *t == token) {
+                        self.violations
+                            .push(format!("I5: {token:?} completed twice"));
+                    }
+                    self.completed.push((token, status));
+                }
+                Output::ResetCycleFinished { device, outcome } => {
+                    self.cycles.push((device, outcome));
+                }
+                Output::ClientGone { client } => {
+                    if let Some(i) = self.client_of(client) {
+                        self.clients[i].handles[usize::from(client.device.0)] = None;
+                        self.maybe_free(i);
+                    }
+                }
+                Output::DeviceRemoved { device } => {
+                    if let Some(dev) = self.devs.get_mut(usize::from(device.0)) {
+                        *dev = DevRec::default();
+                    }
+                }
+                Output::UnloadMayFinish => self.unload_finished = true,
+            }
+        }
+    }
+
+    fn maybe_free(&mut self, i: usize) {
+        let c = &self.clients[i];
+        if !c.live && c.pending == 0 && c.handles.iter().all(Option::is_none) {
+            self.clients.remove(i);
+        }
+    }
+
+    fn attach(&mut self, ci: usize, d: usize) {
+        let dev = DeviceId(d as u8);
+        let kind = self.clients[ci].kind;
+        if let Ok((handle, epoch)) = self.m.register(dev, kind) {
+            self.drain();
+            let ports = self.devs[d].ports;
+            if ports > 0 {
+                let set = PortSet((1u16 << ports).wrapping_sub(1) as u8);
+                // A mixed-protocol device: the client gets no port events (documented).
+                let _ = self.feed(Input::Bind {
+                    client: handle,
+                    ports: set,
+                });
+            }
+            let c = &mut self.clients[ci];
+            c.handles[d] = Some(handle);
+            c.epochs[d] = epoch;
+            c.added[d] = true;
+            c.revoked[d] = false;
+            c.pending += 1;
+            let id = c.id;
+            self.jobs.push_back(Job::Add { client: id, dev });
+        }
+    }
+
+    fn take(&mut self) -> Option<InFlight> {
+        let job = self.jobs.pop_front()?;
+        let ops = match job {
+            Job::Notify { client, .. } | Job::Add { client, .. } | Job::Remove { client, .. } => {
+                self.rec(client).map(|c| c.ops.clone())
+            }
+            Job::Hw { .. } => None,
+        };
+        Some(InFlight {
+            job,
+            ops,
+            vote: None,
+            called: false,
+        })
+    }
+
+    fn finish(&mut self, f: InFlight) {
+        match f.job {
+            Job::Notify {
+                client,
+                handle,
+                event,
+            } => {
+                let d = usize::from(handle.device.0);
+                match (event, f.vote) {
+                    (
+                        Event::Reset,
+                        Some(
+                            PciErsResult::NeedReset
+                            | PciErsResult::CanRecover
+                            | PciErsResult::Recovered,
+                        ),
+                    ) => {
+                        let _ = self.feed(Input::ResetExecute { client: handle });
+                    }
+                    (Event::Reset, Some(PciErsResult::Disconnect)) => {
+                        if let Some(c) = self.rec(client) {
+                            c.added[d] = false;
+                        }
+                        let _ = self.feed(Input::Unregister { client: handle });
+                    }
+                    (Event::ResetEnd { .. }, _) => {
+                        if let Ok(Reply::Interface(e)) =
+                            self.feed(Input::AcquireInterface { client: handle })
+                        {
+                            if let Some(c) = self.rec(client) {
+                                c.epochs[d] = e;
+                            }
+                        }
+                    }
+                    _ => {}
+                }
+                if let Err(e) = self.feed(Input::CallbackDone { client: handle }) {
+                    self.violations
+                        .push(format!("CallbackDone refused: {e:?}"));
+                }
+                if matches!(event, Event::Removed { .. }) {
+                    // Returning from remove() is the detach.
+                    let _ = self.feed(Input::Unregister { client: handle });
+                }
+            }
+            Job::Add { client, .. } | Job::Remove { client, .. } => {
+                if let Some(i) = self.clients.iter().position(|c| c.id == client) {
+                    self.clients[i].pending -= 1;
+                    self.maybe_free(i);
+                }
+            }
+            Job::Hw { .. } => {}
+        }
+    }
+
+    fn new_token(&mut self) -> RequestToken {
+        self.next_token += 1;
+        let t = RequestToken(self.next_token);
+        self.issued.push(t);
+        t
+    }
+
+    fn status_of(&self, token: RequestToken) -> Option<Status> {
+        self.completed
+            .iter()
+            .find(|(t, _)| *t == token)
+            .map(|(_, s)| *s)
+    }
+
+    fn handle_for(&self, id: ClientId, dev: DeviceId) -> Result<ClientHandle, LinuxError> {
+        let d = dev_index(dev)?;
+        let c = self
+            .clients
+            .iter()
+            .find(|c| c.id == id)
+            .ok_or(LinuxError::new(Errno::ENOENT))?;
+        if c.revoked[d] {
+            return Err(LinuxError::from(Error::ClientRevoked));
+        }
+        c.handles[d].ok_or(LinuxError::new(Errno::ENODEV))
+    }
+
+    fn slot_reset_poll(&mut self, d: usize) -> Option<PciErsResult> {
+        let dev = &mut self.devs[d];
+        if dev.reset_cmd {
+            dev.reset_cmd = false;
+            dev.reset_claimed = true;
+            return Some(PciErsResult::NeedReset); // claimed: caller re-inits
+        }
+        match self.m.phase(DeviceId(d as u8)) {
+            Some(PhaseKind::Quiescing | PhaseKind::Executing) => None,
+            Some(PhaseKind::Running) => Some(PciErsResult::Recovered),
+            _ => Some(PciErsResult::Disconnect),
+        }
+    }
+}
+
+impl Driver {
+    /// A driver whose entry points dispatch callbacks themselves (threaded use).
+    pub fn new(config: Config, hw: Arc<dyn Hardware>) -> Self {
+        Self::build(config, hw, true)
+    }
+
+    /// A driver for cooperative stepping: entry points never run callbacks; the owner
+    /// steps the dispatcher with [`take_job`](Self::take_job) / [`finish_job`](Self::finish_job)
+    /// and uses the non-blocking `begin_*` / `poll_*` entry points.
+    pub fn new_cooperative(config: Config, hw: Arc<dyn Hardware>) -> Self {
+        Self::build(config, hw, false)
+    }
+
+    fn build(config: Config, hw: Arc<dyn Hardware>, inline: bool) -> Self {
+        Driver {
+            inner: Mutex::new(Inner {
+                m: Machine::new(config),
+                inline,
+                clients: Vec::new(),
+                next_client: 0,
+                devs: [DevRec::default(); MAX_DEVICES],
+                jobs: VecDeque::new(),
+                dispatching: false,
+                dispatcher: None,
+                next_token: 0,
+                issued: Vec::new(),
+                completed: Vec::new(),
+                cycles: Vec::new(),
+                unload_requested: false,
+                unload_finished: false,
+                violations: Vec::new(),
+            }),
+            cv: Condvar::new(),
+            hw,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        sync::lock(&self.inner)
+    }
+
+    /// Lock, run `f`, unlock, wake waiters, then deliver queued callbacks.
+    fn with<R>(&self, f: impl FnOnce(&mut Inner) -> R) -> R {
+        let r = {
+            let mut g = self.lock();
+            f(&mut g)
+        };
+        self.cv.notify_all();
+        self.run_deliveries();
+        r
+    }
+
+    fn run_deliveries(&self) {
+        let g = self.lock();
+        drop(self.dispatch_locked(g));
+    }
+
+    /// Become the dispatcher if there is none and run every queued callback, the lock
+    /// released around each call.
+    fn dispatch_locked<'a>(&'a self, mut g: MutexGuard<'a, Inner>) -> MutexGuard<'a, Inner> {
+        if !g.inline || g.dispatching {
+            return g;
+        }
+        g.dispatching = true;
+        g.dispatcher = Some(thread::current().id());
+        while let Some(mut f) = g.take() {
+            drop(g);
+            f.call(&*self.hw);
+            g = self.lock();
+            g.finish(f);
+            self.cv.notify_all();
+        }
+        g.dispatching = false;
+        g.dispatcher = None;
+        self.cv.notify_all();
+        g
+    }
+
+    /// Block until `f` yields, helping to dispatch meanwhile. `EDEADLK` from a callback.
+    fn wait_until<T>(&self, mut f: impl FnMut(&mut Inner) -> Option<T>) -> Result<T, LinuxError> {
+        let mut g = self.lock();
+        if g.dispatcher == Some(thread::current().id()) {
+            return Err(LinuxError::new(Errno::EDEADLK));
+        }
+        loop {
+            if let Some(t) = f(&mut g) {
+                drop(g);
+                self.cv.notify_all();
+                self.run_deliveries();
+                return Ok(t);
+            }
+            if g.inline && !g.dispatching && !g.jobs.is_empty() {
+                g = self.dispatch_locked(g);
+                continue;
+            }
+            if !g.inline {
+                return Err(LinuxError::new(Errno::EAGAIN));
+            }
+            g = sync::wait(&self.cv, g);
+        }
+    }
+
+    // ---- devices: probe / remove -------------------------------------------------------
+
+    /// PCI `probe` + `ib_register_device`: add, configure `ports`, start (calling
+    /// [`Hardware::start`] outside the lock) and add every registered client. A failed
+    /// start removes the device again and returns `EIO`.
+    pub fn probe(&self, dev: DeviceId, ports: &[PortCaps]) -> Result<(), LinuxError> {
+        let d = dev_index(dev)?;
+        if ports.len() > MAX_PORTS {
+            return Err(LinuxError::new(Errno::EINVAL));
+        }
+        let token = self.with(|g| -> Result<RequestToken, LinuxError> {
+            g.feed(Input::AddDevice { device: dev }).map_err(err)?;
+            for (i, caps) in ports.iter().enumerate() {
+                let _ = g.feed(Input::ConfigurePort {
+                    device: dev,
+                    port: PhysPort(i as u8),
+                    caps: *caps,
+                });
+            }
+            g.devs[d].ports = ports.len() as u8;
+            let t = g.new_token();
+            g.feed(Input::Start {
+                device: dev,
+                token: t,
+            })
+            .map_err(err)?;
+            Ok(t)
+        })?;
+        let result = self.hw.start(dev);
+        let ok = self.with(|g| {
+            let _ = g.feed(Input::StartDone {
+                device: dev,
+                result,
+            });
+            let ok = g.status_of(token) == Some(Status::Success)
+                && g.m.phase(dev) == Some(PhaseKind::Running);
+            if ok {
+                g.devs[d].probed = true;
+                for ci in 0..g.clients.len() {
+                    if g.clients[ci].live {
+                        g.attach(ci, d);
+                    }
+                }
+            }
+            ok
+        });
+        if ok {
+            return Ok(());
+        }
+        let _ = self.remove(dev);
+        Err(LinuxError::new(Errno::EIO))
+    }
+
+    /// Non-blocking half of [`remove`](Self::remove): feed `Remove`, return its token.
+    pub fn begin_remove(&self, dev: DeviceId) -> Result<RequestToken, LinuxError> {
+        let d = dev_index(dev)?;
+        self.with(|g| {
+            let t = g.new_token();
+            match g.feed(Input::Remove {
+                device: dev,
+                token: t,
+            }) {
+                Ok(_) => {
+                    g.devs[d].probed = false;
+                    Ok(t)
+                }
+                Err(e) => {
+                    g.issued.retain(|x| *x != t);
+                    Err(err(e))
+                }
+            }
+        })
+    }
+
+    /// Whether a request has completed (and no port job of the driver is left).
+    pub fn poll_request(&self, token: RequestToken) -> Option<Status> {
+        let g = self.lock();
+        g.status_of(token)
+            .filter(|_| g.jobs.is_empty() && !g.dispatching)
+    }
+
+    /// PCI `remove` / `ib_unregister_device`: every client's `remove` runs and returns,
+    /// then the device is torn down. Blocks until then. `ENODEV` if it is already gone.
+    pub fn remove(&self, dev: DeviceId) -> Result<(), LinuxError> {
+        let t = self.begin_remove(dev)?;
+        self.wait_until(|g| {
+            g.status_of(t)
+                .filter(|_| g.jobs.is_empty() && !g.dispatching)
+        })
+        .map(|_| ())
+    }
+
+    // ---- clients -----------------------------------------------------------------------
+
+    /// `ib_register_client`: attach to every probed device (one `add` each, outside the
+    /// lock). Kernel clients are [`ClientKind::Trusted`]; uverbs contexts
+    /// [`ClientKind::Untrusted`]. `ENODEV` once module unload began.
+    pub fn register_client(
+        &self,
+        ops: Arc<dyn IbClient>,
+        kind: ClientKind,
+    ) -> Result<ClientId, LinuxError> {
+        self.with(|g| {
+            if g.unload_requested {
+                return Err(LinuxError::from(Error::Unloading));
+            }
+            g.next_client += 1;
+            let id = ClientId(g.next_client);
+            g.clients.push(ClientRec {
+                id,
+                ops,
+                kind,
+                live: true,
+                handles: [None; MAX_DEVICES],
+                epochs: [Epoch(0); MAX_DEVICES],
+                added: [false; MAX_DEVICES],
+                revoked: [false; MAX_DEVICES],
+                pending: 0,
+            });
+            let ci = g.clients.len() - 1;
+            for d in 0..MAX_DEVICES {
+                if g.devs[d].probed {
+                    g.attach(ci, d);
+                }
+            }
+            Ok(id)
+        })
+    }
+
+    /// Non-blocking half of [`unregister_client`](Self::unregister_client): detach from
+    /// every device (queueing `remove` for each device it was added to).
+    pub fn begin_unregister(&self, id: ClientId) -> Result<(), LinuxError> {
+        self.with(|g| {
+            let Some(ci) = g.clients.iter().position(|c| c.id == id) else {
+                return Ok(()); // already gone: idempotent
+            };
+            if !g.clients[ci].live {
+                return Ok(());
+            }
+            g.clients[ci].live = false;
+            for d in 0..MAX_DEVICES {
+                if let Some(h) = g.clients[ci].handles[d] {
+                    let _ = g.feed(Input::Unregister { client: h });
+                }
+            }
+            // The core's outputs may have freed the record (or moved it).
+            if let Some(ci) = g.clients.iter().position(|c| c.id == id) {
+                for d in 0..MAX_DEVICES {
+                    if g.clients[ci].added[d] {
+                        g.clients[ci].added[d] = false;
+                        g.clients[ci].pending += 1;
+                        g.jobs.push_back(Job::Remove {
+                            client: id,
+                            dev: DeviceId(d as u8),
+                        });
+                    }
+                }
+                g.maybe_free(ci);
+            }
+            Ok(())
+        })
+    }
+
+    /// Whether a client's registration is over: no callback of it running or queued.
+    pub fn client_gone(&self, id: ClientId) -> bool {
+        !self.lock().clients.iter().any(|c| c.id == id)
+    }
+
+    /// `ib_unregister_client`: returns only when no callback of the client is running and
+    /// none will run. Idempotent (concurrent callers all wait). `EDEADLK` from a callback.
+    pub fn unregister_client(&self, id: ClientId) -> Result<(), LinuxError> {
+        self.begin_unregister(id)?;
+        #[cfg(feature = "planted-fault")]
+        {
+            // PLANTED FAULT: return without waiting for the in-flight callback.
+            return Ok(());
+        }
+        #[allow(unreachable_code)]
+        self.wait_until(|g| (!g.clients.iter().any(|c| c.id == id)).then_some(()))
+    }
+
+    /// A deferred vote (`PCI_ERS_RESULT_NONE` earlier): the context has quiesced.
+    /// `EIO` once revoked, `EINVAL` if it is not voting.
+    pub fn reset_ack(&self, id: ClientId, dev: DeviceId) -> Result<(), LinuxError> {
+        self.with(|g| {
+            let h = g.handle_for(id, dev)?;
+            g.feed(Input::ResetExecute { client: h })
+                .map(|_| ())
+                .map_err(err)
+        })
+    }
+
+    /// `ib_query_port`: link state and counters; allowed with the port DOWN.
+    pub fn query_port(
+        &self,
+        id: ClientId,
+        dev: DeviceId,
+        port: PhysPort,
+    ) -> Result<PortAttr, LinuxError> {
+        self.with(|g| {
+            let h = g.handle_for(id, dev)?;
+            let d = dev_index(dev)?;
+            let epoch = g
+                .clients
+                .iter()
+                .find(|c| c.id == id)
+                .map_or(Epoch(0), |c| c.epochs[d]);
+            g.feed(Input::Access {
+                client: h,
+                epoch,
+                what: Access::QueryCounters(port),
+            })
+            .map_err(err)?;
+            let q = g.devs[d]
+                .queries
+                .get_mut(usize::from(port.0))
+                .ok_or(LinuxError::new(Errno::EINVAL))?;
+            *q += 1;
+            let queries = *q;
+            Ok(PortAttr {
+                state: g.m.link(dev, port).unwrap_or(LinkState::Down),
+                queries,
+            })
+        })
+    }
+
+    /// A verb that touches the hardware (`ib_post_send`): `EAGAIN` during a reset
+    /// cycle, `ESTALE` with an old interface, `EIO` once revoked.
+    pub fn post(&self, id: ClientId, dev: DeviceId) -> Result<(), LinuxError> {
+        self.with(|g| {
+            let h = g.handle_for(id, dev)?;
+            let d = dev_index(dev)?;
+            let epoch = g
+                .clients
+                .iter()
+                .find(|c| c.id == id)
+                .map_or(Epoch(0), |c| c.epochs[d]);
+            g.feed(Input::Access {
+                client: h,
+                epoch,
+                what: Access::HardwareOp,
+            })
+            .map(|_| ())
+            .map_err(err)
+        })
+    }
+
+    /// The subnet manager moved a port (`IB_EVENT_PORT_ACTIVE` / `IB_EVENT_PORT_ERR`
+    /// to the clients bound to it). Never changes the device state.
+    pub fn set_port_state(
+        &self,
+        dev: DeviceId,
+        port: PhysPort,
+        state: LinkState,
+    ) -> Result<(), LinuxError> {
+        self.with(|g| {
+            g.feed(Input::LinkChanged {
+                device: dev,
+                port,
+                state,
+            })
+            .map(|_| ())
+            .map_err(err)
+        })
+    }
+
+    // ---- PCI error recovery --------------------------------------------------------------
+
+    /// `err_handler->error_detected`. Normal / frozen: a reset request from the driver
+    /// (`FatalError`): every client is told `RESET` (its `error_detected`) and the result
+    /// is `NEED_RESET`; `DISCONNECT` if the device cannot reset. Perm failure: surprise
+    /// removal (terminal; the PCI core follows with [`remove`](Self::remove)),
+    /// `DISCONNECT`.
+    pub fn error_detected(&self, dev: DeviceId, state: PciChannelState) -> PciErsResult {
+        let Ok(d) = dev_index(dev) else {
+            return PciErsResult::Disconnect;
+        };
+        self.with(|g| match state {
+            PciChannelState::PermFailure => {
+                if g.feed(Input::SurpriseRemoval { device: dev }).is_ok() {
+                    g.devs[d].surprise = true;
+                    g.devs[d].probed = false;
+                }
+                PciErsResult::Disconnect
+            }
+            _ => match g.feed(Input::FatalError { device: dev }) {
+                Ok(_) => PciErsResult::NeedReset,
+                Err(_) => PciErsResult::Disconnect,
+            },
+        })
+    }
+
+    /// Non-blocking `slot_reset`: `None` while clients are still voting. On
+    /// `Some(Recovered)` the hardware was re-initialised and [`resume`](Self::resume)
+    /// must follow.
+    pub fn poll_slot_reset(&self, dev: DeviceId) -> Option<PciErsResult> {
+        let d = dev_index(dev).ok()?;
+        let r = self.with(|g| g.slot_reset_poll(d))?;
+        Some(self.after_claim(dev, r))
+    }
+
+    fn after_claim(&self, dev: DeviceId, r: PciErsResult) -> PciErsResult {
+        if r != PciErsResult::NeedReset {
+            return r;
+        }
+        match self.hw.reset(dev) {
+            ResetResult::Succeeded => PciErsResult::Recovered,
+            ResetResult::Failed => {
+                self.with(|g| {
+                    g.devs[usize::from(dev.0)].reset_claimed = false;
+                    let _ = g.feed(Input::ResetDone {
+                        device: dev,
+                        result: ResetResult::Failed,
+                    });
+                });
+                PciErsResult::Disconnect
+            }
+        }
+    }
+
+    /// `err_handler->slot_reset`: blocks until every voter acked, left or was revoked and
+    /// the core commands the reset, then re-initialises ([`Hardware::reset`]):
+    /// `RECOVERED`, or `DISCONNECT` if the cycle was aborted (removal, perm failure) or
+    /// the re-init failed (the device goes to failed, clients get `DEVICE_FATAL`).
+    pub fn slot_reset(&self, dev: DeviceId) -> PciErsResult {
+        let Ok(d) = dev_index(dev) else {
+            return PciErsResult::Disconnect;
+        };
+        match self.wait_until(|g| g.slot_reset_poll(d)) {
+            Ok(r) => self.after_claim(dev, r),
+            Err(_) => PciErsResult::Disconnect,
+        }
+    }
+
+    /// `err_handler->resume`: report the reset done; clients get `RESET_END` (`resume`).
+    pub fn resume(&self, dev: DeviceId) {
+        let Ok(d) = dev_index(dev) else { return };
+        self.with(|g| {
+            if std::mem::take(&mut g.devs[d].reset_claimed) {
+                let _ = g.feed(Input::ResetDone {
+                    device: dev,
+                    result: ResetResult::Succeeded,
+                });
+            }
+        });
+    }
+
+    /// `err_handler->reset_prepare` (function reset, FLR): request a cycle and block
+    /// until the clients quiesced and the reset may go ahead. `ENODEV` if it cannot.
+    pub fn reset_prepare(&self, dev: DeviceId) -> Result<(), LinuxError> {
+        if self.error_detected(dev, PciChannelState::Normal) != PciErsResult::NeedReset {
+            return Err(LinuxError::new(Errno::ENODEV));
+        }
+        match self.slot_reset(dev) {
+            PciErsResult::Recovered => Ok(()),
+            _ => Err(LinuxError::new(Errno::ENODEV)),
+        }
+    }
+
+    /// `err_handler->reset_done`: the function reset finished (same as `resume`).
+    pub fn reset_done(&self, dev: DeviceId) {
+        self.resume(dev);
+    }
+
+    // ---- time and unload -----------------------------------------------------------------
+
+    /// Feed the clock (a timer or the caller's jiffies).
+    pub fn tick(&self, now: Tick) -> Result<(), LinuxError> {
+        self.with(|g| g.feed(Input::Tick { now }).map(|_| ()).map_err(err))
+    }
+
+    /// When the core next needs a tick.
+    pub fn next_timeout(&self) -> Option<Tick> {
+        self.lock().m.poll_timeout()
+    }
+
+    /// Block until a tick is needed (`Some(deadline)`) or unload finished (`None`): the
+    /// body of a timer thread.
+    pub fn wait_tick_needed(&self) -> Option<Tick> {
+        self.wait_until(|g| {
+            if g.unload_finished {
+                Some(None)
+            } else {
+                g.m.poll_timeout().map(Some)
+            }
+        })
+        .ok()
+        .flatten()
+    }
+
+    /// Non-blocking half of [`unload`](Self::unload): the fence.
+    pub fn begin_unload(&self) -> Result<(), LinuxError> {
+        self.with(|g| {
+            g.feed(Input::Unload).map_err(err)?;
+            g.unload_requested = true;
+            for d in g.devs.iter_mut() {
+                d.probed = false;
+            }
+            Ok(())
+        })
+    }
+
+    /// Whether unload may finish (the core said so and no port job is left).
+    pub fn unload_finished(&self) -> bool {
+        let g = self.lock();
+        g.unload_finished && g.jobs.is_empty() && !g.dispatching
+    }
+
+    /// `module_exit`: remove every device (clients get `remove`), block until the core
+    /// emits `UnloadMayFinish` and every callback returned.
+    pub fn unload(&self) -> Result<(), LinuxError> {
+        self.begin_unload()?;
+        self.wait_until(|g| (g.unload_finished && g.jobs.is_empty() && !g.dispatching).then_some(()))
+    }
+
+    // ---- cooperative stepping and audit ----------------------------------------------------
+
+    /// Take the next callback off the FIFO (cooperative drivers only).
+    pub fn take_job(&self) -> Option<InFlight> {
+        let mut g = self.lock();
+        if g.inline || g.dispatching {
+            return None;
+        }
+        let f = g.take()?;
+        g.dispatching = true;
+        Some(f)
+    }
+
+    /// Hand a taken callback back: feed `CallbackDone` and its follow-ups.
+    pub fn finish_job(&self, mut f: InFlight) {
+        f.call(&*self.hw);
+        let mut g = self.lock();
+        g.finish(f);
+        g.dispatching = false;
+        drop(g);
+        self.cv.notify_all();
+    }
+
+    /// The hardware hooks.
+    pub fn hardware(&self) -> &dyn Hardware {
+        &*self.hw
+    }
+
+    /// How reset cycles ended, in order.
+    pub fn cycles(&self) -> Vec<(DeviceId, CycleOutcome)> {
+        self.lock().cycles.clone()
+    }
+
+    /// Check what the port saw of the core: I2 (nothing after `UnloadMayFinish`), I3 (no
+    /// reset or register access after surprise removal), I5 (every accepted request
+    /// completed exactly once, if `finished`), no lost output, no refused `CallbackDone`.
+    pub fn audit(&self, finished: bool) -> Result<(), String> {
+        let g = self.lock();
+        if let Some(v) = g.violations.first() {
+            return Err(v.clone());
+        }
+        if g.m.lost_outputs() != 0 {
+            return Err("core lost outputs".into());
+        }
+        if finished {
+            for t in &g.issued {
+                if g.status_of(*t).is_none() {
+                    return Err(format!("I5: {t:?} never completed"));
+                }
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,110 @@
+//! Linux errno values and the mapping of core errors onto them.
+
+use pnp_lifecycle::{Error, PhaseKind};
+
+/// The errno values the port returns (positive, as in `<errno.h>`; the kernel returns
+/// them negated).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[allow(clippy::upper_case_acronyms)]
+pub enum Errno {
+    /// 2: no such client.
+    ENOENT,
+    /// 5: the context was revoked (uverbs disassociate) or the device failed.
+    EIO,
+    /// 11: try again (a reset cycle runs, or a transient backlog).
+    EAGAIN,
+    /// 16: busy (a vetoed query, a transient device state, a pending request).
+    EBUSY,
+    /// 19: the device is gone or going (removal, unload).
+    ENODEV,
+    /// 22: invalid argument (not voting, bad port, mixed protocols).
+    EINVAL,
+    /// 28: no free client slot.
+    ENOSPC,
+    /// 35: a blocking call from inside a callback of the port.
+    EDEADLK,
+    /// 75: the epoch counter is exhausted.
+    EOVERFLOW,
+    /// 116: the interface is from before a reset.
+    ESTALE,
+}
+
+impl Errno {
+    /// The numeric value on Linux.
+    pub fn code(self) -> i32 {
+        match self {
+            Errno::ENOENT => 2,
+            Errno::EIO => 5,
+            Errno::EAGAIN => 11,
+            Errno::EBUSY => 16,
+            Errno::ENODEV => 19,
+            Errno::EINVAL => 22,
+            Errno::ENOSPC => 28,
+            Errno::EDEADLK => 35,
+            Errno::EOVERFLOW => 75,
+            Errno::ESTALE => 116,
+        }
+    }
+}
+
+/// An error of a port entry point: the errno, and the core's reason when there is one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LinuxError {
+    /// The errno.
+    pub errno: Errno,
+    /// The core's typed reason, if the core refused the input.
+    pub cause: Option<Error>,
+}
+
+impl LinuxError {
+    /// A port-level error with no core cause.
+    pub fn new(errno: Errno) -> Self {
+        LinuxError { errno, cause: None }
+    }
+}
+
+impl std::fmt::Display for LinuxError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.cause {
+            Some(c) => write!(f, "{:?} ({c})", self.errno),
+            None => write!(f, "{:?}", self.errno),
+        }
+    }
+}
+
+impl std::error::Error for LinuxError {}
+
+/// The errno a core error maps to.
+pub fn errno_of(e: Error) -> Errno {
+    match e {
+        Error::ClientRevoked => Errno::EIO,
+        Error::Unloaded
+        | Error::Unloading
+        | Error::NoSuchDevice
+        | Error::ClientDetaching
+        | Error::RemoveInProgress => Errno::ENODEV,
+        Error::InvalidState { phase, .. } => match phase {
+            PhaseKind::Absent | PhaseKind::Removing | PhaseKind::SurpriseRemoved => Errno::ENODEV,
+            PhaseKind::Failed => Errno::EIO,
+            _ => Errno::EBUSY,
+        },
+        Error::Vetoed(_) | Error::RequestPending | Error::UnloadAlreadyRequested => Errno::EBUSY,
+        Error::ResetInProgress | Error::OutputBacklog { .. } | Error::CallbackBacklog => {
+            Errno::EAGAIN
+        }
+        Error::StaleEpoch { .. } => Errno::ESTALE,
+        Error::RegistryFull => Errno::ENOSPC,
+        Error::UnknownClient => Errno::ENOENT,
+        Error::EpochExhausted => Errno::EOVERFLOW,
+        _ => Errno::EINVAL,
+    }
+}
+
+impl From<Error> for LinuxError {
+    fn from(e: Error) -> Self {
+        LinuxError {
+            errno: errno_of(e),
+            cause: Some(e),
+        }
+    }
+}
