@@ -191,7 +191,11 @@ schedulers! {
 #[cfg(feature = "planted-fault")]
 #[test]
 fn planted_fault_is_caught_by_shuttle() {
-    for which in [Scenario::IrqDuringRemoval, Scenario::UnloadRacesResetCycle] {
+    for which in [
+        Scenario::IrqDuringResetCycle,
+        Scenario::IrqDuringRemoval,
+        Scenario::UnloadRacesResetCycle,
+    ] {
         let caught = std::panic::catch_unwind(|| {
             shuttle::check_random(move || scenario(which), iterations());
         });
