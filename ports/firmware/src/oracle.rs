@@ -36,7 +36,9 @@ pub fn check(log: &[Record]) -> Result<(), String> {
         match *record {
             Record::Output(output) => {
                 if unload_done {
-                    return Err(format!("I2: output {output:?} at {at} after UnloadMayFinish"));
+                    return Err(format!(
+                        "I2: output {output:?} at {at} after UnloadMayFinish"
+                    ));
                 }
                 match output {
                     Output::Notify { client, event } => {
@@ -58,7 +60,9 @@ pub fn check(log: &[Record]) -> Result<(), String> {
                             }
                             Event::ResetEnd { .. } => {
                                 if t.last_was_reset_end {
-                                    return Err(format!("I4: double RESET_END to {client:?} at {at}"));
+                                    return Err(format!(
+                                        "I4: double RESET_END to {client:?} at {at}"
+                                    ));
                                 }
                                 t.open_reset = false;
                                 t.last_was_reset_end = true;

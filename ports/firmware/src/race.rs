@@ -136,7 +136,8 @@ const REMOVE_TOKEN: RequestToken = RequestToken(100);
 const FATAL_INTERRUPTS: u32 = 2;
 const FINISH_BOUND: u32 = 4_000;
 
-type RaceFirmware<'a> = Firmware<'a, CellLock<RaceShared>, ScriptedReset, RecordingBoard, 1, CLIENTS, 1, QUEUE>;
+type RaceFirmware<'a> =
+    Firmware<'a, CellLock<RaceShared>, ScriptedReset, RecordingBoard, 1, CLIENTS, 1, QUEUE>;
 
 /// Run one schedule: a started device with a trusted and an untrusted cooperative client
 /// and a silent untrusted one; thread mode asks for a reset, then unloads (schedule byte 0
@@ -260,7 +261,10 @@ fn setup(fw: &mut RaceFirmware<'_>, clients: &mut Vec<ClientHandle>) -> Result<(
         (ClientKind::Untrusted, Behaviour::Cooperative),
         (ClientKind::Untrusted, Behaviour::Silent),
     ] {
-        match fw.input(Input::Register { device: DEV, kind }).map_err(err)? {
+        match fw
+            .input(Input::Register { device: DEV, kind })
+            .map_err(err)?
+        {
             Reply::Registered { client, .. } => {
                 fw.board_mut().behaviour.insert(client, behaviour);
                 clients.push(client);
@@ -322,9 +326,7 @@ impl Actors<'_, '_> {
             Err(PortError::Backlog { .. }) => {
                 self.fw.board_mut().reactions.push_front(input);
             }
-            Err(PortError::Busy | PortError::Stalled) => {
-                return Err(format!("client: {result:?}"))
-            }
+            Err(PortError::Busy | PortError::Stalled) => return Err(format!("client: {result:?}")),
             _ => self.fw.board_mut().record_input(input, &result),
         }
         Ok(true)

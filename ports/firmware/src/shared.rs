@@ -2,9 +2,7 @@
 //! outputs are drained into, and the fatal errors an interrupt had to latch.
 
 use heapless::Deque;
-use pnp_lifecycle::{
-    Config, DeviceId, Error, Input, Lifecycle, Output, ResetAnswer, Reply,
-};
+use pnp_lifecycle::{Config, DeviceId, Error, Input, Lifecycle, Output, Reply, ResetAnswer};
 
 use crate::lock::Lock;
 
@@ -111,7 +109,10 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Shared<D, C
 
     /// Whether a fatal error of `device` is latched, waiting for thread mode.
     pub fn is_latched(&self, device: DeviceId) -> bool {
-        self.latched.get(usize::from(device.0)).copied().unwrap_or(false)
+        self.latched
+            .get(usize::from(device.0))
+            .copied()
+            .unwrap_or(false)
     }
 
     /// Whether any device has a latched fatal error.

@@ -76,10 +76,19 @@ fn deassert_failure_is_typed() {
 type Fw = Firmware<'static, Machine, ResetLine<Pin, CheckedDelay>, RecordingBoard, 1, 8, 2, Q>;
 
 fn boot(shared: &'static Machine, pin: &[T], delays: &[D]) -> (Fw, ClientHandle, ClientHandle) {
-    let line = ResetLine::new(Pin::new(pin), CheckedDelay::new(delays), PULSE, Polarity::ActiveLow);
+    let line = ResetLine::new(
+        Pin::new(pin),
+        CheckedDelay::new(delays),
+        PULSE,
+        Polarity::ActiveLow,
+    );
     let mut fw = Firmware::new(shared, line, RecordingBoard::default());
     fw.input(Input::AddDevice { device: DEV }).unwrap();
-    fw.input(Input::Start { device: DEV, token: RequestToken(1) }).unwrap();
+    fw.input(Input::Start {
+        device: DEV,
+        token: RequestToken(1),
+    })
+    .unwrap();
     fw.pump().unwrap();
     let (a, b) = (register(&mut fw), register(&mut fw));
     fw.pump().unwrap();
@@ -87,7 +96,13 @@ fn boot(shared: &'static Machine, pin: &[T], delays: &[D]) -> (Fw, ClientHandle,
 }
 
 fn register(fw: &mut Fw) -> ClientHandle {
-    match fw.input(Input::Register { device: DEV, kind: ClientKind::Trusted }).unwrap() {
+    match fw
+        .input(Input::Register {
+            device: DEV,
+            kind: ClientKind::Trusted,
+        })
+        .unwrap()
+    {
         Reply::Registered { client, .. } => client,
         other => panic!("{other:?}"),
     }
@@ -100,7 +115,9 @@ fn settle(fw: &mut Fw) -> Vec<PortError<ResetError<MockError>>> {
         if let Err(e) = fw.pump() {
             errors.push(e);
         }
-        let Some(input) = fw.board_mut().reactions.pop_front() else { break };
+        let Some(input) = fw.board_mut().reactions.pop_front() else {
+            break;
+        };
         let result = fw.input(input);
         fw.board_mut().record_input(input, &result);
     }
@@ -112,16 +129,35 @@ fn reset_cycle_drives_the_pin_then_feeds_reset_done() {
     static CELL: ConstStaticCell<Machine> =
         ConstStaticCell::new(Mutex::new(RefCell::new(Shared::new(Config::DEFAULT))));
     let shared = CELL.take();
-    let (mut fw, a, b) = boot(shared, &[T::set(State::Low), T::set(State::High)], &[D::delay_ns(PULSE)]);
-    assert_eq!(fw.input(Input::ResetRequest { client: a }).unwrap(), Reply::Reset(ResetAnswer::Started));
+    let (mut fw, a, b) = boot(
+        shared,
+        &[T::set(State::Low), T::set(State::High)],
+        &[D::delay_ns(PULSE)],
+    );
+    assert_eq!(
+        fw.input(Input::ResetRequest { client: a }).unwrap(),
+        Reply::Reset(ResetAnswer::Started)
+    );
     assert!(settle(&mut fw).is_empty());
     let board = fw.board();
     for c in [a, b] {
-        assert_eq!(board.events[&c], vec![Event::Reset, Event::ResetEnd { epoch: Epoch(1) }]);
+        assert_eq!(
+            board.events[&c],
+            vec![Event::Reset, Event::ResetEnd { epoch: Epoch(1) }]
+        );
     }
-    assert_eq!(board.count(Output::ResetCycleFinished { device: DEV, outcome: CycleOutcome::Completed(Epoch(1)) }), 1);
+    assert_eq!(
+        board.count(Output::ResetCycleFinished {
+            device: DEV,
+            outcome: CycleOutcome::Completed(Epoch(1))
+        }),
+        1
+    );
     pnp_lifecycle_firmware::oracle::check(&board.log).unwrap();
-    assert_eq!(fw.with_machine(|m| m.phase(DEV)).unwrap(), Some(PhaseKind::Running));
+    assert_eq!(
+        fw.with_machine(|m| m.phase(DEV)).unwrap(),
+        Some(PhaseKind::Running)
+    );
     assert_eq!(fw.stats().resets, 1);
     let (line, _) = fw.into_parts();
     let (mut pin, mut delay) = line.into_parts();
@@ -136,18 +172,36 @@ fn failed_pulse_reports_reset_failed_and_a_typed_error() {
     let shared = CELL.take();
     let (mut fw, a, b) = boot(
         shared,
-        &[T::set(State::Low), T::set(State::High).with_error(pin_error())],
+        &[
+            T::set(State::Low),
+            T::set(State::High).with_error(pin_error()),
+        ],
         &[D::delay_ns(PULSE)],
     );
     fw.input(Input::ResetRequest { client: a }).unwrap();
     let errors = settle(&mut fw);
-    assert_eq!(errors, vec![PortError::Reset { device: DEV, error: ResetError::Deassert(pin_error()) }]);
-    assert_eq!(fw.with_machine(|m| m.phase(DEV)).unwrap(), Some(PhaseKind::Failed));
+    assert_eq!(
+        errors,
+        vec![PortError::Reset {
+            device: DEV,
+            error: ResetError::Deassert(pin_error())
+        }]
+    );
+    assert_eq!(
+        fw.with_machine(|m| m.phase(DEV)).unwrap(),
+        Some(PhaseKind::Failed)
+    );
     let board = fw.board();
     for c in [a, b] {
         assert_eq!(board.events[&c], vec![Event::Reset, Event::DeviceFatal]);
     }
-    assert_eq!(board.count(Output::ResetCycleFinished { device: DEV, outcome: CycleOutcome::HardwareFailed }), 1);
+    assert_eq!(
+        board.count(Output::ResetCycleFinished {
+            device: DEV,
+            outcome: CycleOutcome::HardwareFailed
+        }),
+        1
+    );
     assert_eq!(fw.stats().reset_failures, 1);
     let (line, _) = fw.into_parts();
     let (mut pin, mut delay) = line.into_parts();
@@ -163,7 +217,11 @@ fn fatal_interrupt_only_feeds_and_latches_while_thread_mode_has_outputs() {
         ConstStaticCell::new(Mutex::new(RefCell::new(Shared::new(Config::DEFAULT))));
     static LINK: IsrLink<Machine> = IsrLink::new();
     let shared = CELL.take();
-    let (mut fw, a, b) = boot(shared, &[T::set(State::Low), T::set(State::High)], &[D::delay_ns(PULSE)]);
+    let (mut fw, a, b) = boot(
+        shared,
+        &[T::set(State::Low), T::set(State::High)],
+        &[D::delay_ns(PULSE)],
+    );
     LINK.install(shared);
     let isr = || on_fatal_interrupt(LINK.get().unwrap(), DEV);
     assert_eq!(isr(), IsrOutcome::Fed(ResetAnswer::Started));
@@ -176,14 +234,28 @@ fn fatal_interrupt_only_feeds_and_latches_while_thread_mode_has_outputs() {
     assert_eq!(isr(), IsrOutcome::Latched); // coalesces
     assert!(settle(&mut fw).is_empty());
     let stats = critical_section::with(|cs| shared.borrow(cs).borrow().isr_stats());
-    assert_eq!(stats, IsrStats { entries: 3, fed: 2, latched: 1, refused: 0 });
+    assert_eq!(
+        stats,
+        IsrStats {
+            entries: 3,
+            fed: 2,
+            latched: 1,
+            refused: 0
+        }
+    );
     // The latched request was replayed in thread mode: it joined (or followed) the cycle, so
     // one cycle ran and the clients saw exactly one RESET / RESET_END pair.
     let board = fw.board();
     for c in [a, b] {
-        assert_eq!(board.events[&c], vec![Event::Reset, Event::ResetEnd { epoch: Epoch(1) }]);
+        assert_eq!(
+            board.events[&c],
+            vec![Event::Reset, Event::ResetEnd { epoch: Epoch(1) }]
+        );
     }
-    assert_eq!(critical_section::with(|cs| shared.borrow(cs).borrow().lost_outputs()), 0);
+    assert_eq!(
+        critical_section::with(|cs| shared.borrow(cs).borrow().lost_outputs()),
+        0
+    );
     let (line, _) = fw.into_parts();
     let (mut pin, mut delay) = line.into_parts();
     pin.done();
@@ -200,9 +272,15 @@ fn fatal_interrupt_for_an_unknown_device_or_a_removed_one_is_refused() {
     static CELL: ConstStaticCell<Machine> =
         ConstStaticCell::new(Mutex::new(RefCell::new(Shared::new(Config::DEFAULT))));
     let shared = CELL.take();
-    assert_eq!(on_fatal_interrupt(shared, DeviceId(3)), IsrOutcome::NoSuchDevice);
+    assert_eq!(
+        on_fatal_interrupt(shared, DeviceId(3)),
+        IsrOutcome::NoSuchDevice
+    );
     assert!(matches!(
         on_fatal_interrupt(shared, DEV),
-        IsrOutcome::Refused(Error::InvalidState { phase: PhaseKind::Absent, .. })
+        IsrOutcome::Refused(Error::InvalidState {
+            phase: PhaseKind::Absent,
+            ..
+        })
     ));
 }

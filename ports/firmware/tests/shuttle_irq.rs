@@ -53,18 +53,28 @@ fn feed(fw: &mut Fw<'_>, input: Input) -> Result<Reply, PortError<()>> {
 }
 
 fn scenario(which: Scenario) {
-    let lock = Arc::new(ShuttleLock(shuttle::sync::Mutex::new(RaceShared::new(RACE_CONFIG))));
+    let lock = Arc::new(ShuttleLock(shuttle::sync::Mutex::new(RaceShared::new(
+        RACE_CONFIG,
+    ))));
     let mut fw: Fw<'_> = Firmware::new(&*lock, ScriptedReset::default(), RecordingBoard::default());
     // Boot (before the interrupt is unmasked).
     feed(&mut fw, Input::AddDevice { device: DEV }).unwrap();
-    feed(&mut fw, Input::Start { device: DEV, token: RequestToken(1) }).unwrap();
+    feed(
+        &mut fw,
+        Input::Start {
+            device: DEV,
+            token: RequestToken(1),
+        },
+    )
+    .unwrap();
     fw.pump().unwrap();
     let mut clients = Vec::new();
     for (kind, behaviour) in [
         (ClientKind::Trusted, Behaviour::Cooperative),
         (ClientKind::Untrusted, Behaviour::Silent),
     ] {
-        let Ok(Reply::Registered { client, .. }) = feed(&mut fw, Input::Register { device: DEV, kind })
+        let Ok(Reply::Registered { client, .. }) =
+            feed(&mut fw, Input::Register { device: DEV, kind })
         else {
             panic!("register refused")
         };
@@ -83,7 +93,11 @@ fn scenario(which: Scenario) {
     });
     let mut script: VecDeque<Input> = match which {
         Scenario::IrqDuringResetCycle => [Input::ResetRequest { client: clients[0] }].into(),
-        Scenario::IrqDuringRemoval => [Input::Remove { device: DEV, token: REMOVE_TOKEN }].into(),
+        Scenario::IrqDuringRemoval => [Input::Remove {
+            device: DEV,
+            token: REMOVE_TOKEN,
+        }]
+        .into(),
         Scenario::UnloadRacesResetCycle => {
             [Input::ResetRequest { client: clients[0] }, Input::Unload].into()
         }
@@ -121,11 +135,19 @@ fn scenario(which: Scenario) {
             break;
         }
     }
-    assert!(finished, "thread mode did not finish (lost wake-up or livelock)");
+    assert!(
+        finished,
+        "thread mode did not finish (lost wake-up or livelock)"
+    );
     let (phase, driver, epoch, lost) = lock
         .lock(|s| {
             let m = s.machine();
-            (m.phase(DEV), m.driver_phase(), m.epoch(DEV), s.lost_outputs())
+            (
+                m.phase(DEV),
+                m.driver_phase(),
+                m.epoch(DEV),
+                s.lost_outputs(),
+            )
         })
         .unwrap();
     assert_eq!(lost, 0);
@@ -139,7 +161,10 @@ fn scenario(which: Scenario) {
             assert!(epoch >= Some(Epoch(1)));
             // The cooperative client saw every cycle through.
             let events = &board.events[&clients[0]];
-            assert!(matches!(events.last(), Some(Event::ResetEnd { .. })), "{events:?}");
+            assert!(
+                matches!(events.last(), Some(Event::ResetEnd { .. })),
+                "{events:?}"
+            );
             // The silent one was revoked at its deadline, and told nothing after.
             assert_eq!(board.events[&clients[1]].last(), Some(&Event::Revoked));
         }
@@ -158,7 +183,10 @@ fn scenario(which: Scenario) {
             }
             for c in &clients {
                 let last = board.events[c].last();
-                assert!(matches!(last, Some(Event::Removed { .. } | Event::Revoked)), "{last:?}");
+                assert!(
+                    matches!(last, Some(Event::Removed { .. } | Event::Revoked)),
+                    "{last:?}"
+                );
             }
         }
     }
@@ -199,6 +227,10 @@ fn planted_fault_is_caught_by_shuttle() {
         let caught = std::panic::catch_unwind(|| {
             shuttle::check_random(move || scenario(which), iterations());
         });
-        assert!(caught.is_err(), "the planted fault escaped {} schedules", iterations());
+        assert!(
+            caught.is_err(),
+            "the planted fault escaped {} schedules",
+            iterations()
+        );
     }
 }
