@@ -789,10 +789,11 @@ impl Driver {
                 return Ok(());
             }
             g.clients[ci].live = false;
-            for d in 0..MAX_DEVICES {
-                if let Some(h) = g.clients[ci].handles[d] {
-                    let _ = g.feed(Input::Unregister { client: h });
-                }
+            // Keep the record until the `remove` jobs are queued (feeding may free it).
+            g.clients[ci].pending += 1;
+            let handles = g.clients[ci].handles;
+            for h in handles.into_iter().flatten() {
+                let _ = g.feed(Input::Unregister { client: h });
             }
             // The core's outputs may have freed the record (or moved it).
             if let Some(ci) = g.clients.iter().position(|c| c.id == id) {
@@ -806,6 +807,7 @@ impl Driver {
                         });
                     }
                 }
+                g.clients[ci].pending -= 1;
                 g.maybe_free(ci);
             }
             Ok(())

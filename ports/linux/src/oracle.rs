@@ -46,6 +46,13 @@ pub enum Entry {
         /// The device.
         dev: DeviceId,
     },
+    /// Client `c`'s `reset_ack` returned (`ok`: accepted).
+    AckResult {
+        /// The recorder's number.
+        c: u32,
+        /// Whether the core took the vote.
+        ok: bool,
+    },
     /// Client `c` is about to call `unregister_client`.
     UnregisterBegin {
         /// The recorder's number.
@@ -153,6 +160,7 @@ struct PerDev {
     closed: bool,
     open_reset: bool,
     voted: bool,
+    pre_ack: bool,
 }
 
 /// Check I1–I5 on a finished log. `ended`: the scenario ran to completion (unload
@@ -166,7 +174,7 @@ pub fn check(log: &[Entry], ended: bool) -> Result<(), String> {
     let mut st = [[PerDev::default(); D]; C];
     let mut unloaded = false;
     for (pos, e) in log.iter().enumerate() {
-        if unloaded {
+        if unloaded && matches!(e, Entry::Enter { .. } | Entry::HwReset { .. }) {
             return Err(format!("I2: {e:?} at {pos} after unload returned"));
         }
         match *e {
@@ -190,13 +198,17 @@ pub fn check(log: &[Entry], ended: bool) -> Result<(), String> {
                             return Err(format!("I4: client {c} told RESET twice at {pos}"));
                         }
                         s.open_reset = true;
-                        s.voted = v != PciErsResult::None;
+                        s.voted = v != PciErsResult::None || s.pre_ack;
+                        s.pre_ack = false;
                         if v == PciErsResult::Disconnect {
                             s.closed = true;
                             s.open_reset = false;
                         }
                     }
-                    What::ResetEnd(_) => s.open_reset = false,
+                    What::ResetEnd(_) => {
+                        s.open_reset = false;
+                        s.pre_ack = false;
+                    }
                     What::Remove(_) | What::Disassociate => {
                         s.open_reset = false;
                         s.closed = true;
@@ -205,7 +217,23 @@ pub fn check(log: &[Entry], ended: bool) -> Result<(), String> {
                 }
             }
             Entry::Exit { c } => running[c as usize % C] = false,
-            Entry::AckAttempt { c, dev } => st[c as usize % C][usize::from(dev.0) % D].voted = true,
+            Entry::AckAttempt { c, dev } => {
+                // Counts from the attempt on if the core took it (its result comes later;
+                // the vote may precede the queued RESET callback).
+                let ok = log[pos..].iter().find_map(|x| match x {
+                    Entry::AckResult { c: xc, ok } if *xc == c => Some(*ok),
+                    _ => None,
+                });
+                let s = &mut st[c as usize % C][usize::from(dev.0) % D];
+                if ok == Some(true) {
+                    if s.open_reset {
+                        s.voted = true;
+                    } else {
+                        s.pre_ack = true;
+                    }
+                }
+            }
+            Entry::AckResult { .. } => {}
             Entry::UnregisterBegin { c } => leaving[c as usize % C] = true,
             Entry::Unregistered { c } => {
                 let ci = c as usize % C;
