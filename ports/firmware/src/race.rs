@@ -226,10 +226,8 @@ pub fn run(schedule: &[u8]) -> Result<(), String> {
     if board.count(Output::DeviceRemoved { device: DEV }) != 1 {
         return Err("DeviceRemoved not emitted exactly once".into());
     }
-    if unload {
-        if driver != DriverPhase::Unloaded || board.count(Output::UnloadMayFinish) != 1 {
-            return Err(format!("unload did not finish exactly once: {driver:?}"));
-        }
+    if unload && (driver != DriverPhase::Unloaded || board.count(Output::UnloadMayFinish) != 1) {
+        return Err(format!("unload did not finish exactly once: {driver:?}"));
     }
     for c in &clients {
         let last = board.events.get(c).and_then(|e| e.last()).copied();
