@@ -241,6 +241,11 @@ impl std::fmt::Debug for InFlight {
 }
 
 impl InFlight {
+    /// Whether [`call`](Self::call) ran.
+    pub fn called(&self) -> bool {
+        self.called
+    }
+
     /// Run the callback (outside any port lock). Calling it twice runs it once.
     pub fn call(&mut self, hw: &dyn Hardware) {
         if self.called {
@@ -816,7 +821,14 @@ impl Driver {
 
     /// Whether a client's registration is over: no callback of it running or queued.
     pub fn client_gone(&self, id: ClientId) -> bool {
-        !self.lock().clients.iter().any(|c| c.id == id)
+        let g = self.lock();
+        #[cfg(feature = "planted-fault")]
+        {
+            // PLANTED FAULT: "gone" as soon as unregistration began.
+            return !g.clients.iter().any(|c| c.id == id && c.live);
+        }
+        #[allow(unreachable_code)]
+        !g.clients.iter().any(|c| c.id == id)
     }
 
     /// `ib_unregister_client`: returns only when no callback of the client is running and

@@ -230,5 +230,11 @@ fn planted_fault_is_caught() {
     let found = std::panic::catch_unwind(|| {
         shuttle::check_random(unregister_races_notification, iters());
     });
-    assert!(found.is_err(), "shuttle did not catch the planted fault");
+    let payload = found.expect_err("shuttle did not catch the planted fault");
+    let msg = payload
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_default();
+    assert!(msg.contains("I1"), "caught, but not as an I1 violation: {msg}");
 }
