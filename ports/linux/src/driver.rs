@@ -948,9 +948,10 @@ impl Driver {
                 }
                 PciErsResult::Disconnect
             }
+            // `Accepted` without a cycle: ignored (surprise-removed, failed, removing).
             _ => match g.feed(Input::FatalError { device: dev }) {
-                Ok(_) => PciErsResult::NeedReset,
-                Err(_) => PciErsResult::Disconnect,
+                Ok(Reply::Reset(_)) => PciErsResult::NeedReset,
+                _ => PciErsResult::Disconnect,
             },
         })
     }

@@ -1,0 +1,304 @@
+//! Deterministic behaviour of the Linux port, with std threads where a race is needed.
+
+use pnp_lifecycle::*;
+use pnp_lifecycle_linux::oracle::{self, Entry, Log, Recorder, RecordingHardware, What};
+use pnp_lifecycle_linux::*;
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::Duration;
+
+const DEV: DeviceId = DeviceId(0);
+const IB: PortCaps = PortCaps {
+    protocol: Protocol::Ib,
+    max_mtu: 4096,
+    atomics: true,
+};
+const CONFIG: Config = Config {
+    untrusted_ack_timeout: 10,
+    trusted_ack_timeout: 100,
+    trusted_policy: TrustedTimeoutPolicy::Revoke,
+    detach_timeout: 50,
+};
+
+fn driver() -> (Arc<Driver>, Log) {
+    let log = oracle::new_log();
+    let d = Arc::new(Driver::new(
+        CONFIG,
+        Arc::new(RecordingHardware { log: log.clone() }),
+    ));
+    d.probe(DEV, &[IB, IB]).unwrap();
+    (d, log)
+}
+
+fn events_of(log: &Log, c: u32) -> Vec<What> {
+    oracle::snapshot(log)
+        .into_iter()
+        .filter_map(|e| match e {
+            Entry::Enter { c: x, what, .. } if x == c => Some(what),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn port_events_reach_bound_clients_and_queries_work_with_the_port_down() {
+    let (d, log) = driver();
+    let k = d
+        .register_client(Recorder::new(0, PciErsResult::NeedReset, &log), ClientKind::Trusted)
+        .unwrap();
+    let attr = d.query_port(k, DEV, PhysPort(1)).unwrap();
+    assert_eq!(attr.state, LinkState::Down);
+    assert_eq!(attr.queries, 1);
+    d.set_port_state(DEV, PhysPort(0), LinkState::Active).unwrap();
+    d.set_port_state(DEV, PhysPort(0), LinkState::Down).unwrap();
+    assert_eq!(
+        events_of(&log, 0),
+        vec![
+            What::Add,
+            What::Event(IbEvent::PortActive(PhysPort(0))),
+            What::Event(IbEvent::PortErr(PhysPort(0))),
+        ]
+    );
+    assert_eq!(
+        d.query_port(k, DEV, PhysPort(7)).unwrap_err().errno,
+        Errno::EINVAL
+    );
+    d.unload().unwrap();
+    oracle::check(&oracle::snapshot(&log), true).unwrap();
+    d.audit(true).unwrap();
+}
+
+#[test]
+fn an_untrusted_context_that_misses_its_deadline_is_disassociated_with_eio() {
+    let (d, log) = driver();
+    let _k = d
+        .register_client(Recorder::new(0, PciErsResult::NeedReset, &log), ClientKind::Trusted)
+        .unwrap();
+    let u = d
+        .register_client(Recorder::new(1, PciErsResult::None, &log), ClientKind::Untrusted)
+        .unwrap();
+    assert_eq!(
+        d.error_detected(DEV, PciChannelState::Frozen),
+        PciErsResult::NeedReset
+    );
+    assert_eq!(d.next_timeout(), Some(Tick(10)));
+    d.tick(Tick(10)).unwrap();
+    assert_eq!(d.slot_reset(DEV), PciErsResult::Recovered);
+    d.resume(DEV);
+    assert_eq!(
+        events_of(&log, 1),
+        vec![What::Add, What::Reset(PciErsResult::None), What::Disassociate]
+    );
+    assert_eq!(
+        events_of(&log, 0),
+        vec![What::Add, What::Reset(PciErsResult::NeedReset), What::ResetEnd(Epoch(1))]
+    );
+    for e in [
+        d.reset_ack(u, DEV).unwrap_err(),
+        d.query_port(u, DEV, PhysPort(0)).unwrap_err(),
+        d.post(u, DEV).unwrap_err(),
+    ] {
+        assert_eq!(e.errno, Errno::EIO);
+        assert_eq!(e.errno.code(), 5);
+    }
+    d.unload().unwrap();
+    // Still its last event, and still EIO.
+    assert_eq!(events_of(&log, 1).last(), Some(&What::Disassociate));
+    assert_eq!(d.post(u, DEV).unwrap_err().errno, Errno::EIO);
+    oracle::check(&oracle::snapshot(&log), true).unwrap();
+    d.audit(true).unwrap();
+}
+
+#[test]
+fn a_late_ack_lets_the_reset_go_ahead_and_hardware_calls_wait_meanwhile() {
+    let (d, log) = driver();
+    let u = d
+        .register_client(Recorder::new(1, PciErsResult::None, &log), ClientKind::Untrusted)
+        .unwrap();
+    d.error_detected(DEV, PciChannelState::Normal);
+    // Still quiescing: the voter itself may touch the hardware, the reset has not run.
+    assert!(!oracle::snapshot(&log)
+        .iter()
+        .any(|e| matches!(e, Entry::HwReset { .. })));
+    d.reset_ack(u, DEV).unwrap();
+    // Executing now: a second vote and a hardware call are refused as busy.
+    assert_eq!(d.reset_ack(u, DEV).unwrap_err().errno, Errno::EBUSY);
+    assert_eq!(d.post(u, DEV).unwrap_err().errno, Errno::EBUSY);
+    assert_eq!(d.slot_reset(DEV), PciErsResult::Recovered);
+    d.resume(DEV);
+    d.post(u, DEV).unwrap(); // fresh interface after RESET_END
+    assert_eq!(
+        d.cycles(),
+        vec![(DEV, CycleOutcome::Completed(Epoch(1)))]
+    );
+    d.unload().unwrap();
+}
+
+#[test]
+fn function_reset_runs_a_full_cycle() {
+    let (d, log) = driver();
+    d.register_client(Recorder::new(0, PciErsResult::CanRecover, &log), ClientKind::Trusted)
+        .unwrap();
+    d.reset_prepare(DEV).unwrap();
+    d.reset_done(DEV);
+    d.reset_prepare(DEV).unwrap();
+    d.reset_done(DEV);
+    assert_eq!(
+        events_of(&log, 0),
+        vec![
+            What::Add,
+            What::Reset(PciErsResult::CanRecover),
+            What::ResetEnd(Epoch(1)),
+            What::Reset(PciErsResult::CanRecover),
+            What::ResetEnd(Epoch(2)),
+        ]
+    );
+    d.unload().unwrap();
+    oracle::check(&oracle::snapshot(&log), true).unwrap();
+}
+
+#[test]
+fn perm_failure_is_terminal_surprise_removal() {
+    let (d, log) = driver();
+    d.register_client(Recorder::new(0, PciErsResult::NeedReset, &log), ClientKind::Trusted)
+        .unwrap();
+    assert_eq!(
+        d.error_detected(DEV, PciChannelState::PermFailure),
+        PciErsResult::Disconnect
+    );
+    assert_eq!(
+        d.error_detected(DEV, PciChannelState::Frozen),
+        PciErsResult::Disconnect
+    );
+    assert_eq!(d.slot_reset(DEV), PciErsResult::Disconnect);
+    d.remove(DEV).unwrap();
+    assert_eq!(d.remove(DEV).unwrap_err().errno, Errno::ENODEV);
+    assert_eq!(
+        events_of(&log, 0),
+        vec![
+            What::Add,
+            What::Remove(RemoveCause::DeviceRemoved { surprise: true })
+        ]
+    );
+    assert!(!oracle::snapshot(&log)
+        .iter()
+        .any(|e| matches!(e, Entry::HwReset { .. })));
+    d.unload().unwrap();
+    d.audit(true).unwrap();
+}
+
+#[test]
+fn a_disconnect_vote_detaches_the_client_from_the_device() {
+    let (d, log) = driver();
+    let c = d
+        .register_client(Recorder::new(0, PciErsResult::Disconnect, &log), ClientKind::Trusted)
+        .unwrap();
+    d.error_detected(DEV, PciChannelState::Frozen);
+    assert_eq!(d.slot_reset(DEV), PciErsResult::Recovered);
+    d.resume(DEV);
+    assert_eq!(
+        events_of(&log, 0),
+        vec![What::Add, What::Reset(PciErsResult::Disconnect)]
+    );
+    assert_eq!(d.post(c, DEV).unwrap_err().errno, Errno::ENODEV);
+    d.unload().unwrap();
+}
+
+/// A client whose port-event callback blocks until released.
+struct Blocking {
+    entered: Mutex<Option<mpsc::Sender<()>>>,
+    release: Mutex<mpsc::Receiver<()>>,
+}
+impl IbClient for Blocking {
+    fn add(&self, _: DeviceId) {}
+    fn remove(&self, _: DeviceId, _: RemoveCause) {}
+    fn event(&self, _: DeviceId, _: IbEvent) {
+        if let Some(tx) = self.entered.lock().unwrap().take() {
+            tx.send(()).unwrap();
+        }
+        self.release.lock().unwrap().recv().unwrap();
+    }
+}
+
+#[cfg(not(feature = "planted-fault"))]
+#[test]
+fn unregister_waits_for_the_callback_in_flight() {
+    let (d, _log) = driver();
+    let (entered_tx, entered_rx) = mpsc::channel();
+    let (release_tx, release_rx) = mpsc::channel();
+    let c = d
+        .register_client(
+            Arc::new(Blocking {
+                entered: Mutex::new(Some(entered_tx)),
+                release: Mutex::new(release_rx),
+            }),
+            ClientKind::Trusted,
+        )
+        .unwrap();
+    let d2 = d.clone();
+    let sm = std::thread::spawn(move || {
+        d2.set_port_state(DEV, PhysPort(0), LinkState::Active).unwrap()
+    });
+    entered_rx.recv().unwrap();
+    let (done_tx, done_rx) = mpsc::channel();
+    let d3 = d.clone();
+    let unreg = std::thread::spawn(move || {
+        d3.unregister_client(c).unwrap();
+        done_tx.send(()).unwrap();
+    });
+    assert!(
+        done_rx.recv_timeout(Duration::from_millis(200)).is_err(),
+        "unregister returned while the callback was running"
+    );
+    release_tx.send(()).unwrap();
+    done_rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    sm.join().unwrap();
+    unreg.join().unwrap();
+    assert!(d.client_gone(c));
+    d.unregister_client(c).unwrap(); // idempotent
+    d.unload().unwrap();
+}
+
+/// A client that calls a blocking entry point from its own callback.
+struct SelfUnregister {
+    driver: Mutex<Option<(Arc<Driver>, ClientId)>>,
+    got: Mutex<Option<Errno>>,
+}
+impl IbClient for SelfUnregister {
+    fn add(&self, _: DeviceId) {}
+    fn remove(&self, _: DeviceId, _: RemoveCause) {}
+    fn event(&self, _: DeviceId, _: IbEvent) {
+        if let Some((d, id)) = self.driver.lock().unwrap().clone() {
+            *self.got.lock().unwrap() = d.unregister_client(id).err().map(|e| e.errno);
+        }
+    }
+}
+
+#[cfg(not(feature = "planted-fault"))]
+#[test]
+fn a_blocking_call_from_a_callback_is_refused_with_edeadlk() {
+    let (d, _log) = driver();
+    let client = Arc::new(SelfUnregister {
+        driver: Mutex::new(None),
+        got: Mutex::new(None),
+    });
+    let id = d.register_client(client.clone(), ClientKind::Trusted).unwrap();
+    *client.driver.lock().unwrap() = Some((d.clone(), id));
+    d.set_port_state(DEV, PhysPort(0), LinkState::Active).unwrap();
+    assert_eq!(*client.got.lock().unwrap(), Some(Errno::EDEADLK));
+    *client.driver.lock().unwrap() = None; // break the cycle
+    d.unload().unwrap();
+}
+
+#[test]
+fn unload_is_a_fence() {
+    let (d, log) = driver();
+    d.unload().unwrap();
+    let e = d
+        .register_client(Recorder::new(0, PciErsResult::NeedReset, &log), ClientKind::Trusted)
+        .unwrap_err();
+    assert_eq!(e.errno, Errno::ENODEV);
+    assert!(d.unload().is_err());
+    assert!(d.unload_finished());
+    assert_eq!(d.probe(DeviceId(1), &[IB]).unwrap_err().errno, Errno::ENODEV);
+    d.audit(true).unwrap();
+}
