@@ -5,7 +5,10 @@
 //! thread must finish.
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+
+use pnp_lifecycle_firmware::IsrOutcome;
 
 use pnp_lifecycle::*;
 use pnp_lifecycle_firmware::oracle::{check, Record};
@@ -28,6 +31,11 @@ type Fw<'a> = Firmware<'a, ShuttleLock, ScriptedReset, RecordingBoard, 1, CLIENT
 const DEV: DeviceId = DeviceId(0);
 const REMOVE_TOKEN: RequestToken = RequestToken(100);
 const THREAD_BOUND: usize = 5_000;
+
+/// Per scenario: schedules in which the interrupt found the buffer busy and latched, and in
+/// which it fed its request straight to the machine (proof both paths are explored).
+static LATCHED: [AtomicUsize; 3] = [const { AtomicUsize::new(0) }; 3];
+static FED: [AtomicUsize; 3] = [const { AtomicUsize::new(0) }; 3];
 
 fn iterations() -> usize {
     std::env::var("FIRMWARE_SHUTTLE_ITERATIONS")
@@ -122,6 +130,12 @@ fn scenario(which: Scenario) {
         if let Some(handle) = isr.take() {
             let outcomes = handle.join().expect("the interrupt thread panicked");
             assert_eq!(outcomes.len(), 2);
+            if outcomes.contains(&IsrOutcome::Latched) {
+                LATCHED[which as usize].fetch_add(1, Ordering::Relaxed);
+            }
+            if outcomes.iter().any(|o| matches!(o, IsrOutcome::Fed(_))) {
+                FED[which as usize].fetch_add(1, Ordering::Relaxed);
+            }
             continue;
         }
         if let Some(now) = fw.poll_timeout().unwrap() {
@@ -198,6 +212,9 @@ macro_rules! schedulers {
         #[test]
         fn $random() {
             shuttle::check_random(|| scenario($scenario), iterations());
+            let i = $scenario as usize;
+            assert!(LATCHED[i].load(Ordering::Relaxed) > 0, "no schedule made the interrupt latch");
+            assert!(FED[i].load(Ordering::Relaxed) > 0, "no schedule let the interrupt feed");
         }
 
         #[cfg(not(feature = "planted-fault"))]
