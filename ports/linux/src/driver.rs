@@ -236,7 +236,9 @@ pub struct InFlight {
 
 impl std::fmt::Debug for InFlight {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("InFlight").field("called", &self.called).finish()
+        f.debug_struct("InFlight")
+            .field("called", &self.called)
+            .finish()
     }
 }
 
@@ -255,7 +257,9 @@ impl InFlight {
         match (self.job, &self.ops) {
             (Job::Hw { dev, command }, _) => hw.command(dev, command),
             (Job::Add { dev, .. }, Some(ops)) => ops.add(dev),
-            (Job::Remove { dev, .. }, Some(ops)) => ops.remove(dev, RemoveCause::ClientUnregistered),
+            (Job::Remove { dev, .. }, Some(ops)) => {
+                ops.remove(dev, RemoveCause::ClientUnregistered)
+            }
             (Job::Notify { handle, event, .. }, Some(ops)) => {
                 let dev = handle.device;
                 match event {
@@ -492,8 +496,7 @@ impl Inner {
                     _ => {}
                 }
                 if let Err(e) = self.feed(Input::CallbackDone { client: handle }) {
-                    self.violations
-                        .push(format!("CallbackDone refused: {e:?}"));
+                    self.violations.push(format!("CallbackDone refused: {e:?}"));
                 }
                 if matches!(event, Event::Removed { .. }) {
                     // Returning from remove() is the detach.
@@ -1076,7 +1079,9 @@ impl Driver {
     /// emits `UnloadMayFinish` and every callback returned.
     pub fn unload(&self) -> Result<(), LinuxError> {
         self.begin_unload()?;
-        self.wait_until(|g| (g.unload_finished && g.jobs.is_empty() && !g.dispatching).then_some(()))
+        self.wait_until(|g| {
+            (g.unload_finished && g.jobs.is_empty() && !g.dispatching).then_some(())
+        })
     }
 
     // ---- cooperative stepping and audit ----------------------------------------------------

@@ -112,7 +112,14 @@ impl Recorder {
     }
 
     fn rec(&self, dev: DeviceId, what: What) {
-        push(&self.log, Entry::Enter { c: self.c, dev, what });
+        push(
+            &self.log,
+            Entry::Enter {
+                c: self.c,
+                dev,
+                what,
+            },
+        );
         // A scheduling point inside the callback, so a racing thread can run "during" it.
         sync::thread::yield_now();
         push(&self.log, Entry::Exit { c: self.c });
@@ -181,7 +188,9 @@ pub fn check(log: &[Entry], ended: bool) -> Result<(), String> {
             Entry::Enter { c, dev, what } => {
                 let (ci, d) = (c as usize % C, usize::from(dev.0) % D);
                 if gone[ci] {
-                    return Err(format!("I1: client {c} got {what:?} at {pos} after unregister returned"));
+                    return Err(format!(
+                        "I1: client {c} got {what:?} at {pos} after unregister returned"
+                    ));
                 }
                 if running[ci] {
                     return Err(format!("client {c}: two callbacks at once at {pos}"));
@@ -189,7 +198,10 @@ pub fn check(log: &[Entry], ended: bool) -> Result<(), String> {
                 running[ci] = true;
                 let s = &mut st[ci][d];
                 if s.closed && what != What::Add {
-                    return Err(format!("I1: client {c} got {what:?} on dev {} at {pos} after its last event", dev.0));
+                    return Err(format!(
+                        "I1: client {c} got {what:?} on dev {} at {pos} after its last event",
+                        dev.0
+                    ));
                 }
                 match what {
                     What::Add => *s = PerDev::default(),
@@ -238,7 +250,9 @@ pub fn check(log: &[Entry], ended: bool) -> Result<(), String> {
             Entry::Unregistered { c } => {
                 let ci = c as usize % C;
                 if running[ci] {
-                    return Err(format!("I1: unregister of client {c} returned at {pos} while its callback runs"));
+                    return Err(format!(
+                        "I1: unregister of client {c} returned at {pos} while its callback runs"
+                    ));
                 }
                 gone[ci] = true;
             }
@@ -253,7 +267,9 @@ pub fn check(log: &[Entry], ended: bool) -> Result<(), String> {
                                 if *c as usize % C == ci && usize::from(xd.0) % D == d)
                         });
                         if !revoked_later {
-                            return Err(format!("I3: reset at {pos} while client {ci} had not voted"));
+                            return Err(format!(
+                                "I3: reset at {pos} while client {ci} had not voted"
+                            ));
                         }
                     }
                 }
@@ -262,10 +278,12 @@ pub fn check(log: &[Entry], ended: bool) -> Result<(), String> {
         }
     }
     if ended {
-        for ci in 0..C {
-            for d in 0..D {
-                if st[ci][d].open_reset && !leaving[ci] {
-                    return Err(format!("I4: client {ci} told RESET on dev {d} and never RESET_END/Removed/Revoked"));
+        for (ci, per) in st.iter().enumerate() {
+            for (d, s) in per.iter().enumerate() {
+                if s.open_reset && !leaving[ci] {
+                    return Err(format!(
+                        "I4: client {ci} told RESET on dev {d} and never RESET_END/Removed/Revoked"
+                    ));
                 }
             }
         }

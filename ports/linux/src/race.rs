@@ -68,12 +68,13 @@ impl World {
             }
             Actor::Worker => match self.worker {
                 0 => {
-                    self.worker =
-                        if self.d.error_detected(DEV, PciChannelState::Frozen) == PciErsResult::NeedReset {
-                            1
-                        } else {
-                            3
-                        };
+                    self.worker = if self.d.error_detected(DEV, PciChannelState::Frozen)
+                        == PciErsResult::NeedReset
+                    {
+                        1
+                    } else {
+                        3
+                    };
                     self.worker == 3
                 }
                 1 => {
@@ -105,7 +106,10 @@ impl World {
                     self.pci == 3
                 }
                 2 => {
-                    if self.pci_token.is_some_and(|t| self.d.poll_request(t).is_some()) {
+                    if self
+                        .pci_token
+                        .is_some_and(|t| self.d.poll_request(t).is_some())
+                    {
                         self.pci = 3;
                     }
                     self.pci == 3
@@ -144,9 +148,7 @@ impl World {
             },
             Actor::SubnetManager => {
                 if self.sm == 0 {
-                    let _ = self
-                        .d
-                        .set_port_state(DEV, PhysPort(0), LinkState::Active);
+                    let _ = self.d.set_port_state(DEV, PhysPort(0), LinkState::Active);
                     self.sm = 1;
                 }
                 true
@@ -194,12 +196,24 @@ pub fn run(schedule: &[u8]) -> Result<(), String> {
     };
     d.probe(DEV, &[caps]).map_err(|e| format!("probe: {e}"))?;
     let kernel = d
-        .register_client(Recorder::new(0, PciErsResult::NeedReset, &log), ClientKind::Trusted)
+        .register_client(
+            Recorder::new(0, PciErsResult::NeedReset, &log),
+            ClientKind::Trusted,
+        )
         .map_err(|e| format!("register: {e}"))?;
     let user = d
-        .register_client(Recorder::new(1, PciErsResult::None, &log), ClientKind::Untrusted)
+        .register_client(
+            Recorder::new(1, PciErsResult::None, &log),
+            ClientKind::Untrusted,
+        )
         .map_err(|e| format!("register: {e}"))?;
-    let mut actors = vec![Actor::Dispatcher, Actor::Timer, Actor::Worker, Actor::Unload, Actor::User];
+    let mut actors = vec![
+        Actor::Dispatcher,
+        Actor::Timer,
+        Actor::Worker,
+        Actor::Unload,
+        Actor::User,
+    ];
     if flags & 1 != 0 {
         actors.push(Actor::Pci);
     }
@@ -257,7 +271,10 @@ pub fn run(schedule: &[u8]) -> Result<(), String> {
         .map(|i| actors[i])
         .collect();
     if !stuck.is_empty() || w.held.is_some() {
-        return Err(format!("actors did not finish: {stuck:?} (held job: {})", w.held.is_some()));
+        return Err(format!(
+            "actors did not finish: {stuck:?} (held job: {})",
+            w.held.is_some()
+        ));
     }
     let entries = oracle::snapshot(&w.log);
     oracle::check(&entries, true).map_err(|e| format!("{e}; log {entries:?}"))?;

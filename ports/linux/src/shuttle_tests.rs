@@ -75,9 +75,9 @@ fn user_acker(d: &Arc<Driver>, log: &Log, id: ClientId, c: u32) -> thread::JoinH
         oracle::push(&log, Entry::AckAttempt { c, dev: DEV });
         let ok = d.reset_ack(id, DEV).is_ok();
         oracle::push(&log, Entry::AckResult { c, ok });
-        let revoked = oracle::snapshot(&log).iter().any(
-            |e| matches!(e, Entry::Enter { c: x, what: What::Disassociate, .. } if *x == c),
-        );
+        let revoked = oracle::snapshot(&log)
+            .iter()
+            .any(|e| matches!(e, Entry::Enter { c: x, what: What::Disassociate, .. } if *x == c));
         let r = d.query_port(id, DEV, PhysPort(0));
         if revoked {
             let e = r.expect_err("a revoked context's call succeeded");
@@ -236,5 +236,8 @@ fn planted_fault_is_caught() {
         .cloned()
         .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
         .unwrap_or_default();
-    assert!(msg.contains("I1"), "caught, but not as an I1 violation: {msg}");
+    assert!(
+        msg.contains("I1"),
+        "caught, but not as an I1 violation: {msg}"
+    );
 }

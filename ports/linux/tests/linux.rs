@@ -43,12 +43,16 @@ fn events_of(log: &Log, c: u32) -> Vec<What> {
 fn port_events_reach_bound_clients_and_queries_work_with_the_port_down() {
     let (d, log) = driver();
     let k = d
-        .register_client(Recorder::new(0, PciErsResult::NeedReset, &log), ClientKind::Trusted)
+        .register_client(
+            Recorder::new(0, PciErsResult::NeedReset, &log),
+            ClientKind::Trusted,
+        )
         .unwrap();
     let attr = d.query_port(k, DEV, PhysPort(1)).unwrap();
     assert_eq!(attr.state, LinkState::Down);
     assert_eq!(attr.queries, 1);
-    d.set_port_state(DEV, PhysPort(0), LinkState::Active).unwrap();
+    d.set_port_state(DEV, PhysPort(0), LinkState::Active)
+        .unwrap();
     d.set_port_state(DEV, PhysPort(0), LinkState::Down).unwrap();
     assert_eq!(
         events_of(&log, 0),
@@ -71,10 +75,16 @@ fn port_events_reach_bound_clients_and_queries_work_with_the_port_down() {
 fn an_untrusted_context_that_misses_its_deadline_is_disassociated_with_eio() {
     let (d, log) = driver();
     let _k = d
-        .register_client(Recorder::new(0, PciErsResult::NeedReset, &log), ClientKind::Trusted)
+        .register_client(
+            Recorder::new(0, PciErsResult::NeedReset, &log),
+            ClientKind::Trusted,
+        )
         .unwrap();
     let u = d
-        .register_client(Recorder::new(1, PciErsResult::None, &log), ClientKind::Untrusted)
+        .register_client(
+            Recorder::new(1, PciErsResult::None, &log),
+            ClientKind::Untrusted,
+        )
         .unwrap();
     assert_eq!(
         d.error_detected(DEV, PciChannelState::Frozen),
@@ -86,11 +96,19 @@ fn an_untrusted_context_that_misses_its_deadline_is_disassociated_with_eio() {
     d.resume(DEV);
     assert_eq!(
         events_of(&log, 1),
-        vec![What::Add, What::Reset(PciErsResult::None), What::Disassociate]
+        vec![
+            What::Add,
+            What::Reset(PciErsResult::None),
+            What::Disassociate
+        ]
     );
     assert_eq!(
         events_of(&log, 0),
-        vec![What::Add, What::Reset(PciErsResult::NeedReset), What::ResetEnd(Epoch(1))]
+        vec![
+            What::Add,
+            What::Reset(PciErsResult::NeedReset),
+            What::ResetEnd(Epoch(1))
+        ]
     );
     for e in [
         d.reset_ack(u, DEV).unwrap_err(),
@@ -112,7 +130,10 @@ fn an_untrusted_context_that_misses_its_deadline_is_disassociated_with_eio() {
 fn a_late_ack_lets_the_reset_go_ahead_and_hardware_calls_wait_meanwhile() {
     let (d, log) = driver();
     let u = d
-        .register_client(Recorder::new(1, PciErsResult::None, &log), ClientKind::Untrusted)
+        .register_client(
+            Recorder::new(1, PciErsResult::None, &log),
+            ClientKind::Untrusted,
+        )
         .unwrap();
     d.error_detected(DEV, PciChannelState::Normal);
     // Still quiescing: the voter itself may touch the hardware, the reset has not run.
@@ -126,18 +147,18 @@ fn a_late_ack_lets_the_reset_go_ahead_and_hardware_calls_wait_meanwhile() {
     assert_eq!(d.slot_reset(DEV), PciErsResult::Recovered);
     d.resume(DEV);
     d.post(u, DEV).unwrap(); // fresh interface after RESET_END
-    assert_eq!(
-        d.cycles(),
-        vec![(DEV, CycleOutcome::Completed(Epoch(1)))]
-    );
+    assert_eq!(d.cycles(), vec![(DEV, CycleOutcome::Completed(Epoch(1)))]);
     d.unload().unwrap();
 }
 
 #[test]
 fn function_reset_runs_a_full_cycle() {
     let (d, log) = driver();
-    d.register_client(Recorder::new(0, PciErsResult::CanRecover, &log), ClientKind::Trusted)
-        .unwrap();
+    d.register_client(
+        Recorder::new(0, PciErsResult::CanRecover, &log),
+        ClientKind::Trusted,
+    )
+    .unwrap();
     d.reset_prepare(DEV).unwrap();
     d.reset_done(DEV);
     d.reset_prepare(DEV).unwrap();
@@ -159,8 +180,11 @@ fn function_reset_runs_a_full_cycle() {
 #[test]
 fn perm_failure_is_terminal_surprise_removal() {
     let (d, log) = driver();
-    d.register_client(Recorder::new(0, PciErsResult::NeedReset, &log), ClientKind::Trusted)
-        .unwrap();
+    d.register_client(
+        Recorder::new(0, PciErsResult::NeedReset, &log),
+        ClientKind::Trusted,
+    )
+    .unwrap();
     assert_eq!(
         d.error_detected(DEV, PciChannelState::PermFailure),
         PciErsResult::Disconnect
@@ -190,7 +214,10 @@ fn perm_failure_is_terminal_surprise_removal() {
 fn a_disconnect_vote_detaches_the_client_from_the_device() {
     let (d, log) = driver();
     let c = d
-        .register_client(Recorder::new(0, PciErsResult::Disconnect, &log), ClientKind::Trusted)
+        .register_client(
+            Recorder::new(0, PciErsResult::Disconnect, &log),
+            ClientKind::Trusted,
+        )
         .unwrap();
     d.error_detected(DEV, PciChannelState::Frozen);
     assert_eq!(d.slot_reset(DEV), PciErsResult::Recovered);
@@ -236,7 +263,8 @@ fn unregister_waits_for_the_callback_in_flight() {
         .unwrap();
     let d2 = d.clone();
     let sm = std::thread::spawn(move || {
-        d2.set_port_state(DEV, PhysPort(0), LinkState::Active).unwrap()
+        d2.set_port_state(DEV, PhysPort(0), LinkState::Active)
+            .unwrap()
     });
     entered_rx.recv().unwrap();
     let (done_tx, done_rx) = mpsc::channel();
@@ -281,9 +309,12 @@ fn a_blocking_call_from_a_callback_is_refused_with_edeadlk() {
         driver: Mutex::new(None),
         got: Mutex::new(None),
     });
-    let id = d.register_client(client.clone(), ClientKind::Trusted).unwrap();
+    let id = d
+        .register_client(client.clone(), ClientKind::Trusted)
+        .unwrap();
     *client.driver.lock().unwrap() = Some((d.clone(), id));
-    d.set_port_state(DEV, PhysPort(0), LinkState::Active).unwrap();
+    d.set_port_state(DEV, PhysPort(0), LinkState::Active)
+        .unwrap();
     assert_eq!(*client.got.lock().unwrap(), Some(Errno::EDEADLK));
     *client.driver.lock().unwrap() = None; // break the cycle
     d.unload().unwrap();
@@ -294,11 +325,17 @@ fn unload_is_a_fence() {
     let (d, log) = driver();
     d.unload().unwrap();
     let e = d
-        .register_client(Recorder::new(0, PciErsResult::NeedReset, &log), ClientKind::Trusted)
+        .register_client(
+            Recorder::new(0, PciErsResult::NeedReset, &log),
+            ClientKind::Trusted,
+        )
         .unwrap_err();
     assert_eq!(e.errno, Errno::ENODEV);
     assert!(d.unload().is_err());
     assert!(d.unload_finished());
-    assert_eq!(d.probe(DeviceId(1), &[IB]).unwrap_err().errno, Errno::ENODEV);
+    assert_eq!(
+        d.probe(DeviceId(1), &[IB]).unwrap_err().errno,
+        Errno::ENODEV
+    );
     d.audit(true).unwrap();
 }

@@ -4,7 +4,9 @@
 use pnp_lifecycle_linux::race::run;
 
 fn lcg(seed: &mut u64) -> u8 {
-    *seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+    *seed = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
     (*seed >> 33) as u8
 }
 
