@@ -1,4 +1,5 @@
 //! Deterministic behaviour of the Linux port, with std threads where a race is needed.
+#![cfg_attr(feature = "planted-fault", allow(dead_code, unused_imports))]
 
 use pnp_lifecycle::*;
 use pnp_lifecycle_linux::oracle::{self, Entry, Log, Recorder, RecordingHardware, What};
