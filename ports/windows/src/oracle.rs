@@ -53,6 +53,7 @@ struct ClientTrack {
     open_reset: bool,
     answered: bool,
     last_event_seen: bool,
+    leaving: bool,
     unregistered: bool,
 }
 
@@ -63,7 +64,13 @@ pub fn check(observations: &[Observation], finished: bool) -> Result<(), String>
     let mut irps: Vec<(u32, u32)> = Vec::new();
     let mut unloaded = false;
     for (i, obs) in observations.iter().enumerate() {
-        if unloaded {
+        let is_output = matches!(
+            obs,
+            Observation::Event { .. }
+                | Observation::HardwareReset
+                | Observation::IrpCompleted { .. }
+        );
+        if unloaded && is_output {
             return Err(format!("I2: {obs:?} at #{i} after UnloadMayFinish"));
         }
         let idx = match *obs {
@@ -109,9 +116,14 @@ pub fn check(observations: &[Observation], finished: bool) -> Result<(), String>
                     _ => {}
                 }
             }
-            Observation::ExecuteCalled { client } | Observation::UnregisterCalled { client } => {
+            Observation::ExecuteCalled { client } => {
                 if let Some(c) = clients.get_mut(client) {
                     c.answered = true;
+                }
+            }
+            Observation::UnregisterCalled { client } => {
+                if let Some(c) = clients.get_mut(client) {
+                    c.leaving = true;
                 }
             }
             Observation::UnregisterReturned { client } => {
@@ -122,7 +134,7 @@ pub fn check(observations: &[Observation], finished: bool) -> Result<(), String>
             Observation::HardwareReset => {
                 if let Some(voter) = clients
                     .iter()
-                    .position(|c| c.open_reset && !c.answered && !c.unregistered)
+                    .position(|c| c.open_reset && !c.answered && !c.leaving)
                 {
                     return Err(format!(
                         "I3: hardware reset at #{i} while client {voter} was told RESET and has not answered"
@@ -144,11 +156,16 @@ pub fn check(observations: &[Observation], finished: bool) -> Result<(), String>
                 }
                 None => return Err(format!("I5: IRP {token} completed but never dispatched")),
             },
-            Observation::UnloadFinished => unloaded = true,
+            Observation::UnloadFinished => {
+                if unloaded {
+                    return Err(format!("I2: UnloadMayFinish twice (#{i})"));
+                }
+                unloaded = true;
+            }
         }
     }
     if finished {
-        if let Some(c) = clients.iter().position(|c| c.open_reset && !c.unregistered) {
+        if let Some(c) = clients.iter().position(|c| c.open_reset && !c.leaving) {
             return Err(format!(
                 "I4: client {c} was told RESET and never RESET_END, Removed or Revoked"
             ));

@@ -1,1 +1,300 @@
+//! Shuttle tests: the threaded port under random and PCT schedules. `sync` is shuttle's
+//! here, so every lock, condvar and thread of the port is under the scheduler's control.
+//!
+//! `WINDOWS_SHUTTLE_ITERS` sets the schedules per scenario (default 10000): half under the
+//! random scheduler, half under PCT (depth 3).
 
+use std::collections::VecDeque;
+
+use pnp_lifecycle::{ClientHandle, ClientKind, Config, DeviceId, Event, ResetResult, StartResult};
+
+use crate::oracle::{check, Observation};
+use crate::sync::{lock, thread, wait, Arc, Condvar, Mutex};
+use crate::{Driver, Hal, Irp, MlxInterface, NtStatus, PnpMinor};
+
+const DEV: DeviceId = DeviceId(0);
+
+fn iterations() -> usize {
+    std::env::var("WINDOWS_SHUTTLE_ITERS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10_000)
+}
+
+type Log = Arc<Mutex<Vec<Observation>>>;
+
+fn record(log: &Log, obs: Observation) {
+    lock(log).push(obs);
+}
+
+#[derive(Default)]
+struct HwState {
+    ops_in_progress: u32,
+    released: bool,
+    violations: Vec<String>,
+}
+
+struct TestHal {
+    log: Log,
+    hw: Mutex<HwState>,
+}
+
+impl Hal for TestHal {
+    fn start(&self, _: DeviceId) -> StartResult {
+        StartResult::Started
+    }
+    fn reset(&self, _: DeviceId) -> ResetResult {
+        record(&self.log, Observation::HardwareReset);
+        thread::yield_now();
+        ResetResult::Succeeded
+    }
+    fn shutdown(&self, _: DeviceId) {}
+    fn release(&self, _: DeviceId) {
+        let mut hw = lock(&self.hw);
+        if hw.ops_in_progress > 0 {
+            hw.violations
+                .push("resources released while a client hardware op ran".into());
+        }
+        hw.released = true;
+    }
+    fn client_op(&self, _: DeviceId, _: ClientHandle) {
+        {
+            let mut hw = lock(&self.hw);
+            if hw.released {
+                hw.violations.push("client hardware op after release".into());
+            }
+            hw.ops_in_progress += 1;
+        }
+        thread::yield_now();
+        thread::yield_now();
+        lock(&self.hw).ops_in_progress -= 1;
+    }
+}
+
+/// What a test client's callback hands its thread (the WinOF pattern: queue, then act).
+#[derive(Default)]
+struct Inbox {
+    events: VecDeque<Event>,
+}
+
+struct TestClient {
+    id: usize,
+    inbox: Arc<(Mutex<Inbox>, Condvar)>,
+}
+
+struct World {
+    driver: Driver,
+    log: Log,
+    hal: Arc<TestHal>,
+    irps: Mutex<Vec<Arc<Irp>>>,
+    next_token: Mutex<u32>,
+}
+
+impl World {
+    fn new(#[cfg(feature = "planted-fault")] fault: crate::Fault) -> Arc<World> {
+        let log: Log = Arc::new(Mutex::new(Vec::new()));
+        let hal = Arc::new(TestHal {
+            log: log.clone(),
+            hw: Mutex::new(HwState::default()),
+        });
+        #[cfg(feature = "planted-fault")]
+        let driver = Driver::with_fault(Config::DEFAULT, hal.clone(), fault);
+        #[cfg(not(feature = "planted-fault"))]
+        let driver = Driver::new(Config::DEFAULT, hal.clone());
+        let world = Arc::new(World {
+            driver,
+            log,
+            hal,
+            irps: Mutex::new(Vec::new()),
+            next_token: Mutex::new(1),
+        });
+        world.driver.add_device(DEV).expect("add device");
+        assert_eq!(world.pnp(PnpMinor::StartDevice), NtStatus::SUCCESS);
+        world
+    }
+
+    /// The PnP manager sends one IRP and waits for its completion.
+    fn pnp(&self, minor: PnpMinor) -> NtStatus {
+        let token = {
+            let mut t = lock(&self.next_token);
+            *t += 1;
+            *t
+        };
+        let irp = Irp::new(DEV, minor, token);
+        lock(&self.irps).push(irp.clone());
+        record(&self.log, Observation::IrpDispatched { token });
+        self.driver.dispatch_pnp(&irp);
+        let status = irp.wait();
+        record(&self.log, Observation::IrpCompleted { token, status });
+        status
+    }
+
+    fn register(&self, id: usize) -> Option<(TestClient, MlxInterface)> {
+        let inbox: Arc<(Mutex<Inbox>, Condvar)> = Arc::default();
+        let (cb_inbox, log) = (inbox.clone(), self.log.clone());
+        let iface = self
+            .driver
+            .register_client(
+                DEV,
+                ClientKind::Trusted,
+                Arc::new(move |event| {
+                    let mut b = lock(&cb_inbox.0);
+                    record(&log, Observation::Event { client: id, event });
+                    b.events.push_back(event);
+                    cb_inbox.1.notify_all();
+                }),
+            )
+            .ok()?;
+        Some((TestClient { id, inbox }, iface))
+    }
+
+    fn unregister(&self, id: usize, iface: &MlxInterface) {
+        record(&self.log, Observation::UnregisterCalled { client: id });
+        iface.unregister().expect("unregister never fails for a known handle");
+        record(&self.log, Observation::UnregisterReturned { client: id });
+    }
+
+    /// A client thread: quiesce and `reset_execute` on RESET (holding its own lock while it
+    /// calls the port, as drivers do), re-acquire on RESET_END, detach on Removed/Revoked.
+    fn run_client(self: &Arc<Self>, client: TestClient, mut iface: MlxInterface, request: bool) {
+        if request {
+            let _ = iface.reset_request();
+        }
+        let (m, cv) = &*client.inbox;
+        let mut b = lock(m);
+        loop {
+            let Some(event) = b.events.pop_front() else {
+                b = wait(cv, b);
+                continue;
+            };
+            match event {
+                Event::Reset => {
+                    record(&self.log, Observation::ExecuteCalled { client: client.id });
+                    let _ = iface.reset_execute();
+                }
+                Event::ResetEnd { .. } => {
+                    if let Ok(fresh) = iface.acquire() {
+                        assert!(fresh.epoch() > iface.epoch(), "RESET_END gives a newer epoch");
+                        iface = fresh;
+                    }
+                }
+                Event::Removed { .. } | Event::Revoked => {
+                    drop(b);
+                    self.unregister(client.id, &iface);
+                    return;
+                }
+                _ => {}
+            }
+        }
+    }
+
+    fn unload(&self) {
+        self.driver.unload().expect("unload is accepted once");
+        record(&self.log, Observation::UnloadFinished);
+    }
+
+    fn finish(&self) {
+        let log = lock(&self.log).clone();
+        if let Err(e) = check(&log, true) {
+            panic!("invariant violated: {e}\n{log:#?}");
+        }
+        for irp in lock(&self.irps).iter() {
+            assert_eq!(irp.completions(), 1, "I5: {irp:?} completed once");
+        }
+        assert_eq!(self.driver.anomalies(), 0, "port anomalies");
+        let hw = lock(&self.hal.hw);
+        assert!(hw.violations.is_empty(), "hardware: {:?}", hw.violations);
+    }
+}
+
+fn spawn_client(w: &Arc<World>, id: usize, request: bool) -> Option<thread::JoinHandle<()>> {
+    let (c, iface) = w.register(id)?;
+    let w = w.clone();
+    Some(thread::spawn(move || w.run_client(c, iface, request)))
+}
+
+fn join_all(handles: Vec<thread::JoinHandle<()>>) {
+    for h in handles {
+        h.join().expect("thread finished without panicking");
+    }
+}
+
+fn world() -> Arc<World> {
+    World::new(
+        #[cfg(feature = "planted-fault")]
+        crate::Fault::None,
+    )
+}
+
+/// Unload racing a reset cycle: a client asks for a reset while the driver unloads.
+fn unload_racing_reset(w: Arc<World>) {
+    let mut hs: Vec<_> = (0..2).filter_map(|i| spawn_client(&w, i, i == 0)).collect();
+    let u = w.clone();
+    hs.push(thread::spawn(move || u.unload()));
+    join_all(hs);
+    w.finish();
+}
+
+/// Remove racing a client's `reset_execute`.
+fn remove_racing_execute(w: Arc<World>) {
+    let mut hs: Vec<_> = (0..2).filter_map(|i| spawn_client(&w, i, i == 1)).collect();
+    let p = w.clone();
+    hs.push(thread::spawn(move || {
+        assert_eq!(p.pnp(PnpMinor::RemoveDevice), NtStatus::SUCCESS);
+        p.unload();
+    }));
+    join_all(hs);
+    w.finish();
+}
+
+/// Unregister racing a notification in flight: client 1 leaves while client 0's reset
+/// request notifies it.
+fn unregister_racing_notification(w: Arc<World>) {
+    let client0 = spawn_client(&w, 0, true);
+    let (_c1, iface1) = w.register(1).expect("register");
+    let w1 = w.clone();
+    let leaver = thread::spawn(move || w1.unregister(1, &iface1));
+    join_all(vec![leaver]);
+    w.unload();
+    join_all(client0.into_iter().collect());
+    w.finish();
+}
+
+/// Surprise removal during the hardware reset, then remove, then unload.
+fn surprise_during_execute(w: Arc<World>) {
+    let mut hs: Vec<_> = (0..2).filter_map(|i| spawn_client(&w, i, i == 0)).collect();
+    let p = w.clone();
+    hs.push(thread::spawn(move || {
+        assert_eq!(p.pnp(PnpMinor::SurpriseRemoval), NtStatus::SUCCESS);
+        assert_eq!(p.pnp(PnpMinor::RemoveDevice), NtStatus::SUCCESS);
+        p.unload();
+    }));
+    join_all(hs);
+    w.finish();
+}
+
+fn both_schedulers(f: fn(Arc<World>)) {
+    let n = iterations().div_ceil(2).max(1);
+    shuttle::check_random(move || f(world()), n);
+    shuttle::check_pct(move || f(world()), n, 3);
+}
+
+#[test]
+fn shuttle_unload_racing_reset_cycle() {
+    both_schedulers(unload_racing_reset);
+}
+
+#[test]
+fn shuttle_remove_racing_reset_execute() {
+    both_schedulers(remove_racing_execute);
+}
+
+#[test]
+fn shuttle_unregister_racing_notification() {
+    both_schedulers(unregister_racing_notification);
+}
+
+#[test]
+fn shuttle_surprise_removal_during_execution() {
+    both_schedulers(surprise_during_execute);
+}
