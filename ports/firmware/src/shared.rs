@@ -26,6 +26,9 @@ pub enum FeedError {
 pub enum IsrOutcome {
     /// Fed to the machine; its outputs wait in the buffer for thread mode.
     Fed(ResetAnswer),
+    /// Accepted with no effect: the device is already failed, vanished or being removed
+    /// (the per-state table ignores a fatal error there).
+    Ignored,
     /// The buffer held thread mode's outputs: the error is latched and thread mode feeds it
     /// once the buffer is empty ([`crate::Firmware::step`]). Repeated latches coalesce,
     /// as reset requests do in the machine.
@@ -180,7 +183,7 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Shared<D, C
                 fw_debug!("isr: device {} fatal error fed", device.0);
                 match reply {
                     Reply::Reset(answer) => IsrOutcome::Fed(answer),
-                    _ => IsrOutcome::Fed(ResetAnswer::Joined),
+                    _ => IsrOutcome::Ignored,
                 }
             }
             Err(FeedError::Backlog { .. }) => {

@@ -284,3 +284,41 @@ fn fatal_interrupt_for_an_unknown_device_or_a_removed_one_is_refused() {
         })
     ));
 }
+
+#[test]
+fn fatal_interrupt_on_a_failed_device_is_ignored_not_reported_as_a_reset() {
+    static CELL: ConstStaticCell<Machine> =
+        ConstStaticCell::new(Mutex::new(RefCell::new(Shared::new(Config::DEFAULT))));
+    let shared = CELL.take();
+    let line = ResetLine::new(
+        Pin::new(&[]),
+        CheckedDelay::new(&[]),
+        PULSE,
+        Polarity::ActiveLow,
+    );
+    struct FailingStart;
+    impl Board for FailingStart {
+        fn notify(&mut self, _: ClientHandle, _: Event) {}
+        fn start(&mut self, _: DeviceId) -> StartResult {
+            StartResult::FailedAfterResources
+        }
+    }
+    let mut fw = Firmware::new(shared, line, FailingStart);
+    fw.input(Input::AddDevice { device: DEV }).unwrap();
+    fw.input(Input::Start {
+        device: DEV,
+        token: RequestToken(1),
+    })
+    .unwrap();
+    fw.pump().unwrap();
+    assert_eq!(
+        fw.with_machine(|m| m.phase(DEV)).unwrap(),
+        Some(PhaseKind::Failed)
+    );
+    assert_eq!(on_fatal_interrupt(shared, DEV), IsrOutcome::Ignored);
+    assert_eq!(fw.pump(), Ok(0)); // nothing was queued: no reset pulse, no callback
+    let (line, _) = fw.into_parts();
+    let (mut pin, mut delay) = line.into_parts();
+    pin.done();
+    delay.done();
+}
