@@ -65,8 +65,10 @@ impl Hal for TestHal {
             }
             hw.ops_in_progress += 1;
         }
-        thread::yield_now();
-        thread::yield_now();
+        // A real operation takes a while: give the scheduler room to run others.
+        for _ in 0..40 {
+            thread::yield_now();
+        }
         lock(&self.hw).ops_in_progress -= 1;
     }
 }
@@ -193,17 +195,28 @@ impl World {
         record(&self.log, Observation::UnloadFinished);
     }
 
-    fn finish(&self) {
+    fn verdict(&self) -> Result<(), String> {
         let log = lock(&self.log).clone();
-        if let Err(e) = check(&log, true) {
-            panic!("invariant violated: {e}\n{log:#?}");
-        }
+        check(&log, true).map_err(|e| format!("invariant violated: {e}\n{log:#?}"))?;
         for irp in lock(&self.irps).iter() {
-            assert_eq!(irp.completions(), 1, "I5: {irp:?} completed once");
+            if irp.completions() != 1 {
+                return Err(format!("I5: {irp:?} completed {} times", irp.completions()));
+            }
         }
-        assert_eq!(self.driver.anomalies(), 0, "port anomalies");
+        if self.driver.anomalies() != 0 {
+            return Err(format!("{} port anomalies", self.driver.anomalies()));
+        }
         let hw = lock(&self.hal.hw);
-        assert!(hw.violations.is_empty(), "hardware: {:?}", hw.violations);
+        if !hw.violations.is_empty() {
+            return Err(format!("hardware: {:?}", hw.violations));
+        }
+        Ok(())
+    }
+
+    fn finish(&self) {
+        if let Err(e) = self.verdict() {
+            panic!("{e}");
+        }
     }
 }
 
@@ -297,4 +310,87 @@ fn shuttle_unregister_racing_notification() {
 #[test]
 fn shuttle_surprise_removal_during_execution() {
     both_schedulers(surprise_during_execute);
+}
+
+/// Run `f` under the random scheduler with `fault` planted; the failure message if shuttle
+/// found a failing schedule.
+#[cfg(feature = "planted-fault")]
+fn find_failure(fault: crate::Fault, f: fn(Arc<World>)) -> Option<String> {
+    let n = iterations();
+    let result = std::panic::catch_unwind(move || {
+        shuttle::check_random(move || f(World::new(fault)), n);
+    });
+    result.err().map(|payload| {
+        payload
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_default()
+    })
+}
+
+/// The planted callback-under-lock fault: the notification thread holds the port lock
+/// while a client callback takes the client's lock, and the client thread holds its lock
+/// while calling `reset_execute`: an ABBA deadlock that only some schedules reach.
+#[cfg(feature = "planted-fault")]
+#[test]
+fn planted_callback_under_lock_is_caught() {
+    let failure = find_failure(crate::Fault::CallbackUnderLock, unload_racing_reset)
+        .expect("shuttle must find a failing schedule with callbacks under the port lock");
+    assert!(failure.contains("deadlock"), "expected a deadlock, got: {failure}");
+}
+
+/// A client with an I/O thread doing hardware ops; remove must wait for the op in flight
+/// before the core tears the hardware down.
+fn remove_racing_hardware_op(w: Arc<World>) {
+    if let Err(e) = remove_racing_hardware_op_verdict(&w) {
+        panic!("{e}");
+    }
+}
+
+fn remove_racing_hardware_op_verdict(w: &Arc<World>) -> Result<(), String> {
+    let (c, iface) = w.register(0).expect("register");
+    let io = iface.clone();
+    let io_thread = thread::spawn(move || {
+        let mut r = io.hardware_op();
+        while r.is_ok() {
+            r = io.hardware_op();
+        }
+        assert_eq!(r, Err(NtStatus::DELETE_PENDING), "ops end when remove begins");
+    });
+    let wc = w.clone();
+    let events = thread::spawn(move || wc.run_client(c, iface, false));
+    let p = w.clone();
+    let pnp = thread::spawn(move || {
+        assert_eq!(p.pnp(PnpMinor::RemoveDevice), NtStatus::SUCCESS);
+    });
+    join_all(vec![io_thread, events, pnp]);
+    w.unload();
+    w.verdict()
+}
+
+#[test]
+fn shuttle_remove_waits_for_remove_lock_holders() {
+    both_schedulers(remove_racing_hardware_op);
+}
+
+/// The planted remove-does-not-wait fault: `IRP_MN_REMOVE_DEVICE` skips the
+/// `IoReleaseRemoveLockAndWait` wait, so the hardware is released under a running op.
+#[cfg(feature = "planted-fault")]
+#[test]
+fn planted_remove_without_wait_is_caught() {
+    // Record the first violation instead of panicking inside the scheduler.
+    static FOUND: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
+    shuttle::check_random(
+        || {
+            let w = World::new(crate::Fault::RemoveDoesNotWait);
+            if let Err(e) = remove_racing_hardware_op_verdict(&w) {
+                FOUND.lock().unwrap().get_or_insert(e);
+            }
+        },
+        iterations(),
+    );
+    let found = FOUND.lock().unwrap().clone();
+    let failure = found.expect("shuttle must find a failing schedule when remove does not wait");
+    assert!(failure.contains("hardware"), "expected a hardware violation, got: {failure}");
 }
