@@ -196,8 +196,8 @@ impl Driver {
         let (device, minor) = (irp.device, irp.minor);
         let mut core = lock(&self.inner.core);
         if let Err(status) = core.pnp_enter(device, minor) {
-            core.fail_irp(Arc::clone(irp), status);
-            self.inner.changed.notify_all();
+            drop(core);
+            irp.complete(status);
             return status;
         }
         #[cfg(feature = "planted-fault")]
@@ -211,6 +211,16 @@ impl Driver {
         }
         let status = core.pnp_feed(device, minor, irp.token, Arc::clone(irp));
         self.inner.changed.notify_all();
+        if core.unload_emitted() {
+            // The notification thread may have exited: complete refusals here.
+            let leftovers: Vec<_> = core.fifo.drain(..).collect();
+            drop(core);
+            for work in leftovers {
+                if let Work::CompleteIrp { irp, status } = work {
+                    irp.complete(status);
+                }
+            }
+        }
         status
     }
 

@@ -64,12 +64,12 @@ pub fn check(observations: &[Observation], finished: bool) -> Result<(), String>
     let mut irps: Vec<(u32, u32)> = Vec::new();
     let mut unloaded = false;
     for (i, obs) in observations.iter().enumerate() {
-        let is_output = matches!(
-            obs,
-            Observation::Event { .. }
-                | Observation::HardwareReset
-                | Observation::IrpCompleted { .. }
-        );
+        // A request refused after unload (a failure status) is an answer, not an output.
+        let is_output = match obs {
+            Observation::Event { .. } | Observation::HardwareReset => true,
+            Observation::IrpCompleted { status, .. } => status.is_success(),
+            _ => false,
+        };
         if unloaded && is_output {
             return Err(format!("I2: {obs:?} at #{i} after UnloadMayFinish"));
         }

@@ -222,6 +222,13 @@ impl<Cb: Clone, R> PortCore<Cb, R> {
         self.clients.iter().any(|(h, _)| *h == client)
     }
 
+    /// Whether a device's remove lock has no holder left (false for an unknown device).
+    pub fn lock_idle(&self, device: DeviceId) -> bool {
+        self.locks
+            .get(usize::from(device.0))
+            .is_some_and(RemoveLockState::idle)
+    }
+
     /// The remove lock of a device.
     pub fn remove_lock(&mut self, device: DeviceId) -> Result<&mut RemoveLockState, NtStatus> {
         self.locks
