@@ -2,9 +2,8 @@
 //! completion, start/shutdown/release), the reset worker, IRPs and the mlx4 interface.
 
 use pnp_lifecycle::{
-    Access, ClientHandle, ClientKind, Config, DeviceId, Epoch, Event, Input, LinkState,
-    PhysPort, PortCaps, RequestToken, ResetAnswer, ResetResult, StartResult, Tick,
-    Unregistered,
+    Access, ClientHandle, ClientKind, Config, DeviceId, Epoch, Event, Input, LinkState, PhysPort,
+    PortCaps, RequestToken, ResetAnswer, ResetResult, StartResult, Tick, Unregistered,
 };
 
 use crate::ntstatus::NtStatus;
@@ -185,7 +184,10 @@ impl Driver {
         port: PhysPort,
         caps: PortCaps,
     ) -> Result<(), NtStatus> {
-        self.with(|c| c.feed(Input::ConfigurePort { device, port, caps }).map(drop))
+        self.with(|c| {
+            c.feed(Input::ConfigurePort { device, port, caps })
+                .map(drop)
+        })
     }
 
     /// The PnP dispatch routine (`IRP_MJ_PNP`). Returns `STATUS_PENDING` if the IRP

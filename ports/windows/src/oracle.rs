@@ -147,15 +147,17 @@ pub fn check(observations: &[Observation], finished: bool) -> Result<(), String>
                 }
                 irps.push((token, 0));
             }
-            Observation::IrpCompleted { token, .. } => match irps.iter_mut().find(|(t, _)| *t == token) {
-                Some((_, n)) => {
-                    *n += 1;
-                    if *n > 1 {
-                        return Err(format!("I5: IRP {token} completed twice (#{i})"));
+            Observation::IrpCompleted { token, .. } => {
+                match irps.iter_mut().find(|(t, _)| *t == token) {
+                    Some((_, n)) => {
+                        *n += 1;
+                        if *n > 1 {
+                            return Err(format!("I5: IRP {token} completed twice (#{i})"));
+                        }
                     }
+                    None => return Err(format!("I5: IRP {token} completed but never dispatched")),
                 }
-                None => return Err(format!("I5: IRP {token} completed but never dispatched")),
-            },
+            }
             Observation::UnloadFinished => {
                 if unloaded {
                     return Err(format!("I2: UnloadMayFinish twice (#{i})"));

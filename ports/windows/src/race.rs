@@ -7,9 +7,7 @@
 
 use std::collections::VecDeque;
 
-use pnp_lifecycle::{
-    ClientHandle, ClientKind, Config, DeviceId, Event, ResetResult, StartResult,
-};
+use pnp_lifecycle::{ClientHandle, ClientKind, Config, DeviceId, Event, ResetResult, StartResult};
 
 use crate::oracle::{check, Observation};
 use crate::port::{PnpMinor, PortCore, Work};
@@ -60,7 +58,12 @@ impl World {
         let e = |s: crate::NtStatus| format!("setup: {s}");
         core.add_device(DEV).map_err(e)?;
         core.pnp_enter(DEV, PnpMinor::StartDevice).map_err(e)?;
-        core.pnp_feed(DEV, PnpMinor::StartDevice, pnp_lifecycle::RequestToken(1), 1);
+        core.pnp_feed(
+            DEV,
+            PnpMinor::StartDevice,
+            pnp_lifecycle::RequestToken(1),
+            1,
+        );
         let mut log = vec![Observation::IrpDispatched { token: 1 }];
         while let Some(work) = core.fifo.pop_front() {
             match work {
@@ -77,7 +80,11 @@ impl World {
             clients.push(Client {
                 handle,
                 inbox: VecDeque::new(),
-                step: if i == 0 { ClientStep::Request } else { ClientStep::Run },
+                step: if i == 0 {
+                    ClientStep::Request
+                } else {
+                    ClientStep::Run
+                },
             });
         }
         Ok(World {
@@ -205,7 +212,8 @@ impl World {
             }
             Work::HardwareStart(d) => self.core.start_done(d, StartResult::Started),
             Work::CompleteIrp { irp, status } => {
-                self.log.push(Observation::IrpCompleted { token: irp, status });
+                self.log
+                    .push(Observation::IrpCompleted { token: irp, status });
                 if irp == self.remove_token {
                     self.remove_done = true;
                 }

@@ -19,5 +19,6 @@ pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// Wait on `cv`, ignoring poisoning.
 pub fn wait<'a, T>(cv: &Condvar, g: MutexGuard<'a, T>) -> MutexGuard<'a, T> {
-    cv.wait(g).unwrap_or_else(std::sync::PoisonError::into_inner)
+    cv.wait(g)
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }

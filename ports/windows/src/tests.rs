@@ -61,7 +61,8 @@ impl Hal for TestHal {
         {
             let mut hw = lock(&self.hw);
             if hw.released {
-                hw.violations.push("client hardware op after release".into());
+                hw.violations
+                    .push("client hardware op after release".into());
             }
             hw.ops_in_progress += 1;
         }
@@ -152,7 +153,9 @@ impl World {
 
     fn unregister(&self, id: usize, iface: &MlxInterface) {
         record(&self.log, Observation::UnregisterCalled { client: id });
-        iface.unregister().expect("unregister never fails for a known handle");
+        iface
+            .unregister()
+            .expect("unregister never fails for a known handle");
         record(&self.log, Observation::UnregisterReturned { client: id });
     }
 
@@ -176,7 +179,10 @@ impl World {
                 }
                 Event::ResetEnd { .. } => {
                     if let Ok(fresh) = iface.acquire() {
-                        assert!(fresh.epoch() > iface.epoch(), "RESET_END gives a newer epoch");
+                        assert!(
+                            fresh.epoch() > iface.epoch(),
+                            "RESET_END gives a newer epoch"
+                        );
                         iface = fresh;
                     }
                 }
@@ -337,7 +343,10 @@ fn find_failure(fault: crate::Fault, f: fn(Arc<World>)) -> Option<String> {
 fn planted_callback_under_lock_is_caught() {
     let failure = find_failure(crate::Fault::CallbackUnderLock, unload_racing_reset)
         .expect("shuttle must find a failing schedule with callbacks under the port lock");
-    assert!(failure.contains("deadlock"), "expected a deadlock, got: {failure}");
+    assert!(
+        failure.contains("deadlock"),
+        "expected a deadlock, got: {failure}"
+    );
 }
 
 /// A client with an I/O thread doing hardware ops; remove must wait for the op in flight
@@ -356,7 +365,11 @@ fn remove_racing_hardware_op_verdict(w: &Arc<World>) -> Result<(), String> {
         while r.is_ok() {
             r = io.hardware_op();
         }
-        assert_eq!(r, Err(NtStatus::DELETE_PENDING), "ops end when remove begins");
+        assert_eq!(
+            r,
+            Err(NtStatus::DELETE_PENDING),
+            "ops end when remove begins"
+        );
     });
     let wc = w.clone();
     let events = thread::spawn(move || wc.run_client(c, iface, false));
@@ -392,5 +405,8 @@ fn planted_remove_without_wait_is_caught() {
     );
     let found = FOUND.lock().unwrap().clone();
     let failure = found.expect("shuttle must find a failing schedule when remove does not wait");
-    assert!(failure.contains("hardware"), "expected a hardware violation, got: {failure}");
+    assert!(
+        failure.contains("hardware"),
+        "expected a hardware violation, got: {failure}"
+    );
 }
