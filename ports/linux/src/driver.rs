@@ -287,6 +287,7 @@ impl InFlight {
 pub struct Driver {
     inner: Mutex<Inner>,
     cv: Condvar,
+    timer_cv: Condvar,
     hw: Arc<dyn Hardware>,
 }
 
@@ -588,6 +589,7 @@ impl Driver {
                 violations: Vec::new(),
             }),
             cv: Condvar::new(),
+            timer_cv: Condvar::new(),
             hw,
         }
     }
@@ -596,20 +598,22 @@ impl Driver {
         sync::lock(&self.inner)
     }
 
-    /// Lock, run `f`, unlock, wake waiters, then deliver queued callbacks.
+    /// Lock, run `f`, deliver what it queued (unless another thread is dispatching; the
+    /// lock is released around every callback), unlock, wake waiters.
     fn with<R>(&self, f: impl FnOnce(&mut Inner) -> R) -> R {
-        let r = {
-            let mut g = self.lock();
-            f(&mut g)
-        };
-        self.cv.notify_all();
-        self.run_deliveries();
+        let mut g = self.lock();
+        let r = f(&mut g);
+        let g = self.dispatch_locked(g);
+        self.wake(&g);
         r
     }
 
-    fn run_deliveries(&self) {
-        let g = self.lock();
-        drop(self.dispatch_locked(g));
+    /// Wake the waiters; the timer thread only when it has something to do.
+    fn wake(&self, g: &Inner) {
+        self.cv.notify_all();
+        if g.unload_finished || g.m.poll_timeout().is_some() {
+            self.timer_cv.notify_all();
+        }
     }
 
     /// Become the dispatcher if there is none and run every queued callback, the lock
@@ -625,11 +629,10 @@ impl Driver {
             f.call(&*self.hw);
             g = self.lock();
             g.finish(f);
-            self.cv.notify_all();
+            self.wake(&g);
         }
         g.dispatching = false;
         g.dispatcher = None;
-        self.cv.notify_all();
         g
     }
 
@@ -641,9 +644,8 @@ impl Driver {
         }
         loop {
             if let Some(t) = f(&mut g) {
-                drop(g);
-                self.cv.notify_all();
-                self.run_deliveries();
+                let g = self.dispatch_locked(g);
+                self.wake(&g);
                 return Ok(t);
             }
             if g.inline && !g.dispatching && !g.jobs.is_empty() {
@@ -1045,16 +1047,22 @@ impl Driver {
 
     /// Block until a tick is needed (`Some(deadline)`) or unload finished (`None`): the
     /// body of a timer thread.
+    /// It waits on its own condition variable, woken only when a deadline exists or
+    /// unload finished. (In a cooperative driver it returns `next_timeout` at once.)
     pub fn wait_tick_needed(&self) -> Option<Tick> {
-        self.wait_until(|g| {
+        let mut g = self.lock();
+        loop {
             if g.unload_finished {
-                Some(None)
-            } else {
-                g.m.poll_timeout().map(Some)
+                return None;
             }
-        })
-        .ok()
-        .flatten()
+            if let Some(t) = g.m.poll_timeout() {
+                return Some(t);
+            }
+            if !g.inline {
+                return None;
+            }
+            g = sync::wait(&self.timer_cv, g);
+        }
     }
 
     /// Non-blocking half of [`unload`](Self::unload): the fence.
@@ -1103,8 +1111,7 @@ impl Driver {
         let mut g = self.lock();
         g.finish(f);
         g.dispatching = false;
-        drop(g);
-        self.cv.notify_all();
+        self.wake(&g);
     }
 
     /// The hardware hooks.

@@ -120,8 +120,8 @@ impl Recorder {
                 what,
             },
         );
-        // A scheduling point inside the callback, so a racing thread can run "during" it.
-        sync::thread::yield_now();
+        // Two lock acquisitions: under shuttle each is a scheduling point, so a racing
+        // thread can run "during" the callback.
         push(&self.log, Entry::Exit { c: self.c });
     }
 }
