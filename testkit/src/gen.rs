@@ -1,0 +1,264 @@
+//! The input generator: turns fuzzer bytes (`arbitrary::Unstructured`) into inputs with
+//! small parameters — device ids below `DEVICES` (now and then one beyond), ports below
+//! `PORTS` (now and then one beyond), handles drawn mostly from those actually issued plus
+//! stale and forged ones, mostly-unique tokens, mostly-monotone ticks that often land on or
+//! past the next deadline — and, now and then, a raw `Input::arbitrary`.
+
+use crate::sut::Sut;
+use crate::world::{past_all_deadlines, World};
+use arbitrary::{Arbitrary, Result, Unstructured};
+use pnp_lifecycle::{
+    Access, ClientHandle, ClientKind, Config, DeviceId, Epoch, Input, LinkState, PhysPort,
+    PortCaps, PortSet, Protocol, RequestToken, ResetResult, StartResult, Tick,
+    TrustedTimeoutPolicy,
+};
+
+/// Generator state: the next fresh token.
+#[derive(Debug, Clone, Default)]
+pub struct Generator {
+    next_token: u32,
+}
+
+/// A small configuration drawn from the bytes: short, distinct-ish timeouts and either
+/// trusted-timeout policy.
+pub fn small_config(u: &mut Unstructured<'_>) -> Result<Config> {
+    Ok(Config {
+        untrusted_ack_timeout: u.int_in_range(1..=6)?,
+        trusted_ack_timeout: u.int_in_range(1..=12)?,
+        trusted_policy: if u.arbitrary::<bool>()? {
+            TrustedTimeoutPolicy::Revoke
+        } else {
+            TrustedTimeoutPolicy::FailDevice
+        },
+        detach_timeout: u.int_in_range(1..=8)?,
+    })
+}
+
+impl Generator {
+    /// A generator whose first token is 1.
+    pub fn new() -> Self {
+        Generator { next_token: 1 }
+    }
+
+    fn token(&mut self, u: &mut Unstructured<'_>) -> Result<RequestToken> {
+        // Mostly fresh; sometimes a reused one (the oracle counts owed completions).
+        if u.ratio(1, 16)? {
+            return Ok(RequestToken(u.int_in_range(1..=self.next_token.max(1))?));
+        }
+        self.next_token = self.next_token.wrapping_add(1);
+        Ok(RequestToken(self.next_token))
+    }
+
+    fn device<S: Sut>(&self, u: &mut Unstructured<'_>) -> Result<DeviceId> {
+        if u.ratio(1, 64)? {
+            return Ok(DeviceId(S::DEVICES as u8));
+        }
+        Ok(DeviceId(u.int_in_range(0..=(S::DEVICES as u8 - 1))?))
+    }
+
+    fn port<S: Sut>(&self, u: &mut Unstructured<'_>) -> Result<PhysPort> {
+        if u.ratio(1, 32)? {
+            return Ok(PhysPort(S::PORTS as u8));
+        }
+        Ok(PhysPort(u.int_in_range(0..=(S::PORTS as u8).saturating_sub(1))?))
+    }
+
+    fn handle<S: Sut>(&self, u: &mut Unstructured<'_>, world: &World<S>) -> Result<ClientHandle> {
+        let all: Vec<(ClientHandle, bool)> = world
+            .oracle
+            .handles()
+            .map(|(h, c)| (h, c.gone))
+            .collect();
+        let live: Vec<ClientHandle> = all.iter().filter(|(_, g)| !g).map(|(h, _)| *h).collect();
+        let pick = u.int_in_range(0..=15u8)?;
+        if pick < 12 && !live.is_empty() {
+            return Ok(*u.choose(&live)?);
+        }
+        if pick < 15 && !all.is_empty() {
+            return Ok(u.choose(&all)?.0);
+        }
+        Ok(ClientHandle {
+            device: self.device::<S>(u)?,
+            slot: u.int_in_range(0..=(S::CLIENTS as u8))?,
+            generation: u.int_in_range(0..=3)?,
+        })
+    }
+
+    /// The next input for `world`.
+    pub fn next<S: Sut>(&mut self, u: &mut Unstructured<'_>, world: &World<S>) -> Result<Input> {
+        // The owner's duty that keeps the model's precondition: return piled-up callbacks.
+        if let Some((client, _)) = world.callbacks_out().into_iter().find(|(_, n)| *n > 64) {
+            return Ok(Input::CallbackDone { client });
+        }
+        let choice = u.int_in_range(0..=99u8)?;
+        let input = match choice {
+            0..=3 => Input::AddDevice {
+                device: self.device::<S>(u)?,
+            },
+            4..=6 => {
+                let protocol = *u.choose(&[Protocol::Ib, Protocol::Ib, Protocol::Roce, Protocol::Iwarp])?;
+                Input::ConfigurePort {
+                    device: self.device::<S>(u)?,
+                    port: self.port::<S>(u)?,
+                    caps: PortCaps {
+                        protocol,
+                        max_mtu: *u.choose(&[256, 1024, 4096])?,
+                        atomics: u.arbitrary()?,
+                    },
+                }
+            }
+            7..=9 => Input::Start {
+                device: self.device::<S>(u)?,
+                token: self.token(u)?,
+            },
+            10..=13 => {
+                let device = self.device::<S>(u)?;
+                let result = match u.int_in_range(0..=7u8)? {
+                    0 => StartResult::FailedBeforeResources,
+                    1 => StartResult::FailedAfterResources,
+                    _ => StartResult::Started,
+                };
+                Input::StartDone { device, result }
+            }
+            14..=15 => Input::QueryStop {
+                device: self.device::<S>(u)?,
+                token: self.token(u)?,
+            },
+            16 => Input::CancelStop {
+                device: self.device::<S>(u)?,
+                token: self.token(u)?,
+            },
+            17 => Input::Stop {
+                device: self.device::<S>(u)?,
+                token: self.token(u)?,
+            },
+            18..=19 => Input::QueryRemove {
+                device: self.device::<S>(u)?,
+                token: self.token(u)?,
+            },
+            20 => Input::CancelRemove {
+                device: self.device::<S>(u)?,
+                token: self.token(u)?,
+            },
+            21..=23 => Input::Remove {
+                device: self.device::<S>(u)?,
+                token: self.token(u)?,
+            },
+            24..=25 => Input::SurpriseRemoval {
+                device: self.device::<S>(u)?,
+            },
+            26..=27 => Input::FatalError {
+                device: self.device::<S>(u)?,
+            },
+            28..=31 => Input::ResetDone {
+                device: self.device::<S>(u)?,
+                result: if u.ratio(1, 6)? {
+                    ResetResult::Failed
+                } else {
+                    ResetResult::Succeeded
+                },
+            },
+            32..=35 => Input::LinkChanged {
+                device: self.device::<S>(u)?,
+                port: self.port::<S>(u)?,
+                state: *u.choose(&[
+                    LinkState::Down,
+                    LinkState::Init,
+                    LinkState::Armed,
+                    LinkState::Active,
+                ])?,
+            },
+            36..=42 => Input::Register {
+                device: self.device::<S>(u)?,
+                kind: if u.arbitrary()? {
+                    ClientKind::Trusted
+                } else {
+                    ClientKind::Untrusted
+                },
+            },
+            43..=46 => Input::Unregister {
+                client: self.handle(u, world)?,
+            },
+            47..=56 => {
+                // Mostly a client with callbacks out.
+                let out = world.callbacks_out();
+                if !out.is_empty() && !u.ratio(1, 8)? {
+                    Input::CallbackDone {
+                        client: u.choose(&out)?.0,
+                    }
+                } else {
+                    Input::CallbackDone {
+                        client: self.handle(u, world)?,
+                    }
+                }
+            }
+            57..=59 => Input::AcquireInterface {
+                client: self.handle(u, world)?,
+            },
+            60..=64 => Input::ResetRequest {
+                client: self.handle(u, world)?,
+            },
+            65..=70 => Input::ResetExecute {
+                client: self.handle(u, world)?,
+            },
+            71..=73 => {
+                let client = self.handle(u, world)?;
+                let mut ports = PortSet(u.int_in_range(0..=((1u16 << S::PORTS) - 1) as u8)?);
+                if u.ratio(1, 32)? {
+                    ports = ports.with(PhysPort(S::PORTS as u8));
+                }
+                Input::Bind { client, ports }
+            }
+            74..=75 => Input::Hold {
+                client: self.handle(u, world)?,
+            },
+            76..=77 => Input::ReleaseHold {
+                client: self.handle(u, world)?,
+            },
+            78..=83 => {
+                let client = self.handle(u, world)?;
+                let held = world
+                    .oracle
+                    .client(client)
+                    .and_then(|c| c.interface)
+                    .unwrap_or(Epoch(0));
+                let epoch = match u.int_in_range(0..=5u8)? {
+                    0 => world.sut.epoch(client.device).unwrap_or(Epoch(0)),
+                    1 => Epoch(held.0.saturating_sub(1)),
+                    _ => held,
+                };
+                let what = if u.arbitrary()? {
+                    Access::HardwareOp
+                } else {
+                    Access::QueryCounters(self.port::<S>(u)?)
+                };
+                Input::Access {
+                    client,
+                    epoch,
+                    what,
+                }
+            }
+            84..=94 => {
+                let now = world.sut.now();
+                let now = match u.int_in_range(0..=9u8)? {
+                    0..=3 => world.sut.poll_timeout().unwrap_or(now).max(now),
+                    4..=5 => past_all_deadlines(&world.sut.config(), now),
+                    6..=7 => Tick(now.0 + u.int_in_range(0..=3)?),
+                    8 => now,
+                    _ => Tick(now.0.saturating_sub(u.int_in_range(1..=2)?)),
+                };
+                Input::Tick { now }
+            }
+            95..=96 => Input::Unload,
+            _ => {
+                // A raw arbitrary input, nudged into range half of the time.
+                let mut i = Input::arbitrary(u)?;
+                if let Input::Tick { now } = &mut i {
+                    now.0 %= world.sut.now().0 + 100;
+                }
+                i
+            }
+        };
+        Ok(input)
+    }
+}

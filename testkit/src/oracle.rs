@@ -1,0 +1,894 @@
+//! The oracle: invariants I1-I10 of `DESIGN.md` as executable predicates over one step
+//! (the machine before, the input, the result, the outputs drained after it, the machine
+//! after), plus the owner-side bookkeeping they need (what each client was told, which
+//! callbacks and hardware commands are outstanding, which tokens are owed).
+//!
+//! The oracle never looks inside the core: it uses the [`Sut`] observations only.
+
+use crate::sut::Sut;
+use pnp_lifecycle::{
+    ClientHandle, ClientKind, ClientState, CycleOutcome, DeviceId, DriverPhase, Epoch, Error,
+    Event, HardwareCommand, Input, InputKind, Output, PhaseKind, Reply, ResetAnswer, Unregistered,
+};
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// Which rule a violation breaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Check {
+    /// I1: no notification after unregistration, `Removed` or `Revoked`.
+    I1,
+    /// I2: nothing after `UnloadMayFinish`, which appears at most once and only when
+    /// nothing is left.
+    I2,
+    /// I3: hardware reset only with no voter outstanding, never after surprise removal or
+    /// once removal was requested.
+    I3,
+    /// I4: every `Reset` (and every registration during a cycle) is answered by exactly
+    /// one of `ResetEnd`, `Removed`, `Revoked`.
+    I4,
+    /// I5: every accepted token completed exactly once, a refused one never.
+    I5,
+    /// I6: epochs only grow; access granted only with the current interface.
+    I6,
+    /// I7: link changes leave the device alone; registration ignores links.
+    I7,
+    /// I8: every accepted reset request is served by a cycle.
+    I8,
+    /// I9: liveness (see [`crate::world::drive_to_quiescence`]).
+    I9,
+    /// I10: a refused input changes nothing and queues nothing.
+    I10,
+    /// Outputs of one input exceed the documented bound, or outputs were lost.
+    Bound,
+    /// Client handles: aliasing, unregister winners, `ClientGone`, callbacks.
+    Handles,
+    /// The core and the reference model disagree.
+    Model,
+    /// An owner obligation (e.g. the model's callback precondition) could not be kept.
+    Harness,
+}
+
+/// A broken invariant, with a human-readable explanation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Violation {
+    /// The rule.
+    pub check: Check,
+    /// What happened.
+    pub detail: String,
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?}: {}", self.check, self.detail)
+    }
+}
+
+impl std::error::Error for Violation {}
+
+/// Shorthand for returning a violation.
+macro_rules! fail {
+    ($check:ident, $($arg:tt)*) => {
+        return Err(Violation { check: Check::$check, detail: format!($($arg)*) })
+    };
+}
+
+/// What the owner knows of one client (one handle: slot and generation).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct ClientBook {
+    /// Trusted or not.
+    pub trusted: bool,
+    /// Notifications delivered and not yet returned with `CallbackDone`.
+    pub callbacks: u32,
+    /// An `Unregister` for it returned `Now`.
+    pub unregistered: bool,
+    /// It was told `Removed`.
+    pub removed: bool,
+    /// It was told `Revoked`.
+    pub revoked: bool,
+    /// `ClientGone` was emitted for it.
+    pub gone: bool,
+    /// It is owed one of `ResetEnd`/`Removed`/`Revoked` (told `Reset`, or registered
+    /// during a cycle).
+    pub owed_end: bool,
+    /// It was told `Reset` and has not answered, left or been revoked.
+    pub voter: bool,
+    /// The epoch of the interface it holds (from registration or `AcquireInterface`).
+    pub interface: Option<Epoch>,
+}
+
+impl ClientBook {
+    /// Whether the client may still be addressed at all.
+    pub fn addressable(&self) -> bool {
+        !(self.unregistered || self.removed || self.revoked || self.gone)
+    }
+}
+
+/// What the owner knows of one device.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct DeviceBook {
+    /// Added and not yet `DeviceRemoved`.
+    pub present: bool,
+    /// A surprise removal was accepted since it was added.
+    pub surprise: bool,
+    /// A remove (or unload) was accepted for it.
+    pub removal_requested: bool,
+    /// A `Hardware{Start}` is outstanding (answered by `StartDone`).
+    pub start_in_flight: bool,
+    /// A `Hardware{Reset}` is outstanding (answered by `ResetDone`).
+    pub reset_in_flight: bool,
+    /// Accepted tokens not yet completed, with how many times each is owed.
+    pub tokens: BTreeMap<u32, u32>,
+    /// Reset cycles owed a `ResetCycleFinished` (the current one plus a follow-up).
+    pub cycles_owed: u32,
+    /// A follow-up cycle was scheduled.
+    pub followup: bool,
+    /// Highest epoch seen in a completed cycle.
+    pub epoch: u32,
+    /// Every client handle ever issued for the device.
+    pub clients: BTreeMap<(u8, u16), ClientBook>,
+}
+
+/// The invariant checker. Feed it every step with [`Oracle::check_step`].
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Oracle {
+    /// One book per device.
+    pub devices: Vec<DeviceBook>,
+    /// `Unload` was accepted.
+    pub unload_requested: bool,
+    /// `UnloadMayFinish` was seen.
+    pub unload_finished: bool,
+    /// Whether [`Oracle::check_step`] runs the (costlier) metamorphic link check of I7 on
+    /// registrations.
+    pub metamorphic_links: bool,
+}
+
+fn is_cycle_phase(p: Option<PhaseKind>) -> bool {
+    matches!(p, Some(PhaseKind::Quiescing | PhaseKind::Executing))
+}
+
+impl Oracle {
+    /// An oracle for a machine with `devices` devices.
+    pub fn new(devices: usize) -> Oracle {
+        Oracle {
+            devices: vec![DeviceBook::default(); devices],
+            unload_requested: false,
+            unload_finished: false,
+            metamorphic_links: true,
+        }
+    }
+
+    /// The book of a client, if its handle was ever issued.
+    pub fn client(&self, h: ClientHandle) -> Option<&ClientBook> {
+        self.devices
+            .get(usize::from(h.device.0))?
+            .clients
+            .get(&(h.slot, h.generation))
+    }
+
+    fn client_mut(&mut self, h: ClientHandle) -> Option<&mut ClientBook> {
+        self.devices
+            .get_mut(usize::from(h.device.0))?
+            .clients
+            .get_mut(&(h.slot, h.generation))
+    }
+
+    /// Every handle ever issued, with its book.
+    pub fn handles(&self) -> impl Iterator<Item = (ClientHandle, &ClientBook)> + '_ {
+        self.devices.iter().enumerate().flat_map(|(d, book)| {
+            book.clients.iter().map(move |(&(slot, generation), c)| {
+                (
+                    ClientHandle {
+                        device: DeviceId(d as u8),
+                        slot,
+                        generation,
+                    },
+                    c,
+                )
+            })
+        })
+    }
+
+    /// Check one step. `before` is the machine before `input`, `after` the machine after it
+    /// and after `outputs` were drained from it.
+    pub fn check_step<S: Sut>(
+        &mut self,
+        before: &S,
+        input: &Input,
+        result: &Result<Reply, Error>,
+        outputs: &[Output],
+        after: &S,
+    ) -> Result<(), Violation> {
+        // ---- bounds and I2's "nothing after" --------------------------------------
+        let bound = match input {
+            Input::Tick { .. } | Input::Unload => S::DRIVER_INPUT_OUTPUTS,
+            _ => S::DEVICE_INPUT_OUTPUTS,
+        };
+        if outputs.len() > bound {
+            fail!(Bound, "{} outputs for {:?}, bound {}", outputs.len(), input, bound);
+        }
+        if after.lost_outputs() != 0 {
+            fail!(Bound, "{} outputs lost", after.lost_outputs());
+        }
+        if after.pending_output_count() != 0 {
+            fail!(Bound, "outputs left queued after draining");
+        }
+        if self.unload_finished {
+            if !outputs.is_empty() {
+                fail!(I2, "output {:?} after UnloadMayFinish", outputs[0]);
+            }
+            if result.is_ok() {
+                fail!(I2, "{:?} accepted after UnloadMayFinish", input);
+            }
+        }
+        if let Some(pos) = outputs.iter().position(|o| *o == Output::UnloadMayFinish) {
+            if pos + 1 != outputs.len() {
+                fail!(I2, "output {:?} after UnloadMayFinish", outputs[pos + 1]);
+            }
+        }
+
+        // ---- I10 -------------------------------------------------------------------
+        let Ok(reply) = result else {
+            if before != after {
+                fail!(I10, "refused {:?} ({:?}) but the machine changed", input, result);
+            }
+            if !outputs.is_empty() {
+                fail!(I10, "refused {:?} but queued {:?}", input, outputs);
+            }
+            return self.check_refusal(before, input, result);
+        };
+
+        // ---- effects of the accepted input itself ------------------------------------
+        self.accept_input(before, input, reply, after)?;
+
+        // ---- the outputs, in order -----------------------------------------------------
+        let mut told_end: Vec<(ClientHandle, Epoch)> = Vec::new();
+        let owed_at_start: Vec<ClientHandle> = self
+            .handles()
+            .filter(|(_, c)| c.owed_end && !c.gone && !c.unregistered)
+            .map(|(h, _)| h)
+            .collect();
+        for o in outputs {
+            self.output(before, after, input, o, &mut told_end)?;
+        }
+
+        // ---- whole-step checks -----------------------------------------------------------
+        self.end_of_step(before, input, outputs, after, &owed_at_start, &told_end)
+    }
+
+    fn check_refusal<S: Sut>(
+        &mut self,
+        before: &S,
+        input: &Input,
+        result: &Result<Reply, Error>,
+    ) -> Result<(), Violation> {
+        let Err(e) = result else { return Ok(()) };
+        // The hardware completions must match the owner's outstanding commands.
+        match (input, e) {
+            (Input::StartDone { device, .. }, Error::NoHardwareCommandInFlight) => {
+                if self.dev(*device).is_some_and(|d| d.start_in_flight) {
+                    fail!(I3, "StartDone refused though a start is in flight on {:?}", device);
+                }
+            }
+            (Input::ResetDone { device, .. }, Error::NoHardwareCommandInFlight) => {
+                if self.dev(*device).is_some_and(|d| d.reset_in_flight) {
+                    fail!(I3, "ResetDone refused though a reset is in flight on {:?}", device);
+                }
+            }
+            (Input::CallbackDone { client }, Error::NoCallbackInFlight) => {
+                if self.client(*client).is_some_and(|c| c.callbacks > 0) {
+                    fail!(Handles, "CallbackDone refused for {:?} with callbacks out", client);
+                }
+            }
+            (Input::Unregister { client }, _) => {
+                if self
+                    .client(*client)
+                    .is_some_and(|c| c.addressable() || c.removed || c.revoked)
+                    && !matches!(e, Error::OutputBacklog { .. } | Error::Unloaded)
+                {
+                    fail!(Handles, "Unregister of a registered client {:?} refused: {:?}", client, e);
+                }
+            }
+            (Input::Register { .. }, _) => {
+                // I7: a registration is never refused because of a link.
+                if matches!(e, Error::NoSuchPort) {
+                    fail!(I7, "Register refused with NoSuchPort");
+                }
+            }
+            _ => {}
+        }
+        let _ = before;
+        Ok(())
+    }
+
+    fn dev(&self, d: DeviceId) -> Option<&DeviceBook> {
+        self.devices.get(usize::from(d.0))
+    }
+
+    fn dev_mut(&mut self, d: DeviceId) -> Result<&mut DeviceBook, Violation> {
+        match self.devices.get_mut(usize::from(d.0)) {
+            Some(b) => Ok(b),
+            None => fail!(Handles, "accepted input names device {:?} beyond capacity", d),
+        }
+    }
+
+    fn accept_input<S: Sut>(
+        &mut self,
+        before: &S,
+        input: &Input,
+        reply: &Reply,
+        after: &S,
+    ) -> Result<(), Violation> {
+        // Tokens of accepted requests are owed one completion each.
+        if let Some((d, t)) = token_of(input) {
+            *self.dev_mut(d)?.tokens.entry(t).or_insert(0) += 1;
+        }
+        // I6: epochs only grow.
+        for i in 0..S::DEVICES {
+            let d = DeviceId(i as u8);
+            if after.epoch(d) < before.epoch(d) {
+                fail!(I6, "epoch of {:?} went from {:?} to {:?}", d, before.epoch(d), after.epoch(d));
+            }
+        }
+        match *input {
+            Input::AddDevice { device } => {
+                if self.unload_requested {
+                    fail!(I2, "AddDevice accepted after unload");
+                }
+                let b = self.dev_mut(device)?;
+                if b.present {
+                    fail!(Handles, "AddDevice accepted for a present device");
+                }
+                b.present = true;
+                b.surprise = false;
+                b.removal_requested = false;
+            }
+            Input::Remove { device, .. } => self.dev_mut(device)?.removal_requested = true,
+            Input::Unload => {
+                self.unload_requested = true;
+                for b in self.devices.iter_mut().filter(|b| b.present) {
+                    b.removal_requested = true;
+                }
+            }
+            Input::SurpriseRemoval { device } => self.dev_mut(device)?.surprise = true,
+            Input::StartDone { device, .. } => {
+                let b = self.dev_mut(device)?;
+                if !b.start_in_flight {
+                    fail!(I3, "StartDone accepted with no start in flight");
+                }
+                b.start_in_flight = false;
+            }
+            Input::ResetDone { device, .. } => {
+                let b = self.dev_mut(device)?;
+                if !b.reset_in_flight {
+                    fail!(I3, "ResetDone accepted with no reset in flight");
+                }
+                b.reset_in_flight = false;
+            }
+            Input::LinkChanged { device, .. } => {
+                // I7: the device state does not move.
+                if before.phase_detail(device) != after.phase_detail(device)
+                    || before.epoch(device) != after.epoch(device)
+                {
+                    fail!(
+                        I7,
+                        "LinkChanged moved {:?} from {:?} to {:?}",
+                        device,
+                        before.phase_detail(device),
+                        after.phase_detail(device)
+                    );
+                }
+            }
+            Input::Register { device, kind } => {
+                let Reply::Registered { client, epoch } = *reply else {
+                    fail!(Handles, "Register answered {:?}", reply);
+                };
+                if self.unload_requested {
+                    fail!(I2, "Register accepted after unload");
+                }
+                if client.device != device || usize::from(client.slot) >= S::CLIENTS {
+                    fail!(Handles, "Register issued a bad handle {:?}", client);
+                }
+                if Some(epoch) != before.epoch(device) {
+                    fail!(I6, "Register gave epoch {:?}, device at {:?}", epoch, before.epoch(device));
+                }
+                let cycle = is_cycle_phase(before.phase(device));
+                let b = self.dev_mut(device)?;
+                if b.clients.contains_key(&(client.slot, client.generation)) {
+                    fail!(Handles, "handle {:?} issued twice (aliasing)", client);
+                }
+                b.clients.insert(
+                    (client.slot, client.generation),
+                    ClientBook {
+                        trusted: kind == ClientKind::Trusted,
+                        owed_end: cycle,
+                        interface: Some(epoch),
+                        ..ClientBook::default()
+                    },
+                );
+            }
+            Input::Unregister { client } => {
+                let Reply::Unregistered(how) = *reply else {
+                    fail!(Handles, "Unregister answered {:?}", reply);
+                };
+                let known = self.client(client).cloned();
+                match (how, known) {
+                    (Unregistered::Now, None) => {
+                        fail!(Handles, "Unregister of never-issued {:?} returned Now", client)
+                    }
+                    (Unregistered::Now, Some(c)) if c.unregistered || c.gone => {
+                        fail!(Handles, "second Unregister winner for {:?}", client)
+                    }
+                    (Unregistered::Already, Some(c)) if !(c.unregistered || c.gone) => {
+                        fail!(Handles, "Unregister of registered {:?} returned Already", client)
+                    }
+                    (Unregistered::Already, None) => {
+                        fail!(Handles, "Unregister of never-issued {:?} returned Already", client)
+                    }
+                    _ => {}
+                }
+                if how == Unregistered::Now {
+                    if let Some(c) = self.client_mut(client) {
+                        c.unregistered = true;
+                        c.voter = false;
+                    }
+                }
+            }
+            Input::CallbackDone { client } => match self.client_mut(client) {
+                Some(c) if c.callbacks > 0 && !c.gone => c.callbacks -= 1,
+                _ => fail!(Handles, "CallbackDone accepted for {:?} with none out", client),
+            },
+            Input::AcquireInterface { client } => {
+                let Reply::Interface(e) = *reply else {
+                    fail!(Handles, "AcquireInterface answered {:?}", reply);
+                };
+                if Some(e) != before.epoch(client.device) {
+                    fail!(I6, "interface of epoch {:?} while device at {:?}", e, before.epoch(client.device));
+                }
+                match self.client_mut(client) {
+                    Some(c) if c.addressable() => c.interface = Some(e),
+                    _ => fail!(I1, "AcquireInterface accepted for gone client {:?}", client),
+                }
+            }
+            Input::ResetExecute { client } => match self.client_mut(client) {
+                Some(c) if c.voter => c.voter = false,
+                _ => fail!(I3, "ResetExecute accepted from a non-voter {:?}", client),
+            },
+            Input::Access { client, epoch, .. } => {
+                let current = before.epoch(client.device);
+                let phase = before.phase(client.device);
+                let Some(c) = self.client(client) else {
+                    fail!(I6, "access granted to unknown {:?}", client);
+                };
+                if !c.addressable() {
+                    fail!(I6, "access granted to detached/revoked {:?}", client);
+                }
+                if Some(epoch) != current || c.interface != current {
+                    fail!(
+                        I6,
+                        "access granted at epoch {:?}; device at {:?}, client's interface {:?}",
+                        epoch,
+                        current,
+                        c.interface
+                    );
+                }
+                match phase {
+                    Some(PhaseKind::Running) => {}
+                    Some(PhaseKind::Quiescing) if c.voter => {}
+                    _ => fail!(I3, "access granted in {:?} (voter: {})", phase, c.voter),
+                }
+            }
+            _ => {}
+        }
+        // Client-facing calls other than Unregister/CallbackDone need a live client.
+        if let Some(client) = client_of(input) {
+            if !matches!(input.kind(), InputKind::Unregister | InputKind::CallbackDone) {
+                match self.client(client) {
+                    Some(c) if c.addressable() => {}
+                    other => fail!(
+                        I1,
+                        "{:?} accepted from a client that is not live ({:?})",
+                        input.kind(),
+                        other
+                    ),
+                }
+            }
+        }
+        // I8: count the reset requests.
+        if let Reply::Reset(answer) = *reply {
+            let d = input.device().unwrap_or(DeviceId(0));
+            let b = self.dev_mut(d)?;
+            match answer {
+                ResetAnswer::Started => {
+                    if b.cycles_owed != 0 {
+                        fail!(I8, "a new cycle started while {} owed", b.cycles_owed);
+                    }
+                    b.cycles_owed = 1;
+                }
+                ResetAnswer::Joined => {
+                    if b.cycles_owed == 0 {
+                        fail!(I8, "request joined a cycle that does not exist");
+                    }
+                }
+                ResetAnswer::Scheduled => {
+                    if b.cycles_owed == 0 {
+                        fail!(I8, "request scheduled behind a cycle that does not exist");
+                    }
+                    if !b.followup {
+                        b.followup = true;
+                        b.cycles_owed += 1;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn output<S: Sut>(
+        &mut self,
+        before: &S,
+        after: &S,
+        input: &Input,
+        o: &Output,
+        told_end: &mut Vec<(ClientHandle, Epoch)>,
+    ) -> Result<(), Violation> {
+        if self.unload_finished {
+            fail!(I2, "output {:?} after UnloadMayFinish", o);
+        }
+        match *o {
+            Output::Notify { client, event } => {
+                let Some(c) = self.client_mut(client) else {
+                    fail!(I1, "notification {:?} to never-issued {:?}", event, client);
+                };
+                if c.unregistered {
+                    fail!(I1, "{:?} to {:?} after its unregistration", event, client);
+                }
+                if c.removed || c.revoked {
+                    fail!(I1, "{:?} to {:?} after its last event", event, client);
+                }
+                if c.gone {
+                    fail!(I1, "{:?} to {:?} after ClientGone", event, client);
+                }
+                c.callbacks += 1;
+                match event {
+                    Event::Reset => {
+                        if c.owed_end {
+                            fail!(I4, "second Reset to {:?} before its ResetEnd/Removed/Revoked", client);
+                        }
+                        c.owed_end = true;
+                        c.voter = true;
+                    }
+                    Event::ResetEnd { epoch } => {
+                        if !c.owed_end {
+                            fail!(I4, "ResetEnd to {:?} that was owed none", client);
+                        }
+                        c.owed_end = false;
+                        c.voter = false;
+                        told_end.push((client, epoch));
+                        if Some(epoch) != after.epoch(client.device) {
+                            fail!(I6, "ResetEnd{{{:?}}} but the device is at {:?}", epoch, after.epoch(client.device));
+                        }
+                    }
+                    Event::Removed { surprise } => {
+                        c.removed = true;
+                        c.owed_end = false;
+                        c.voter = false;
+                        let dev_surprise = self.dev(client.device).is_some_and(|d| d.surprise);
+                        if surprise && !dev_surprise {
+                            fail!(Model, "Removed{{surprise}} without a surprise removal");
+                        }
+                    }
+                    Event::Revoked => {
+                        c.revoked = true;
+                        c.owed_end = false;
+                        c.voter = false;
+                    }
+                    Event::DeviceStarted { epoch } => {
+                        if Some(epoch) != before.epoch(client.device) {
+                            fail!(I6, "DeviceStarted{{{:?}}} at {:?}", epoch, before.epoch(client.device));
+                        }
+                    }
+                    Event::LinkChanged { port, .. } => {
+                        let bound = before.client(client).is_some_and(|v| {
+                            v.ports.contains(port) && matches!(v.state, ClientState::Active { .. })
+                        });
+                        if !bound || !matches!(input, Input::LinkChanged { .. }) {
+                            fail!(I7, "link event to {:?}, bound {}, input {:?}", client, bound, input);
+                        }
+                    }
+                    Event::DeviceStopped | Event::DeviceFatal => {}
+                }
+            }
+            Output::Hardware { device, command } => {
+                let b = self.dev_mut(device)?;
+                if b.surprise && command != HardwareCommand::ReleaseResources {
+                    fail!(I3, "{:?} commanded after surprise removal of {:?}", command, device);
+                }
+                match command {
+                    HardwareCommand::Reset => {
+                        if b.removal_requested {
+                            fail!(I3, "hardware reset of {:?} after removal was requested", device);
+                        }
+                        if b.reset_in_flight {
+                            fail!(I3, "second hardware reset in flight on {:?}", device);
+                        }
+                        if b.cycles_owed == 0 {
+                            fail!(I8, "hardware reset with no cycle");
+                        }
+                        if let Some((h, _)) = b
+                            .clients
+                            .iter()
+                            .find(|(_, c)| c.voter && !c.gone && !c.unregistered)
+                        {
+                            fail!(I3, "hardware reset of {:?} while voter {:?} has not answered", device, h);
+                        }
+                        b.reset_in_flight = true;
+                    }
+                    HardwareCommand::Start => {
+                        if b.start_in_flight {
+                            fail!(I3, "second start in flight");
+                        }
+                        b.start_in_flight = true;
+                    }
+                    HardwareCommand::Shutdown | HardwareCommand::ReleaseResources => {}
+                }
+            }
+            Output::Complete { device, token, .. } => {
+                let b = self.dev_mut(device)?;
+                match b.tokens.get_mut(&token.0) {
+                    Some(n) if *n > 0 => {
+                        *n -= 1;
+                        if *n == 0 {
+                            b.tokens.remove(&token.0);
+                        }
+                    }
+                    _ => fail!(I5, "token {:?} of {:?} completed but not owed", token, device),
+                }
+            }
+            Output::ResetCycleFinished { device, outcome } => {
+                let b = self.dev_mut(device)?;
+                if b.cycles_owed == 0 {
+                    fail!(I8, "ResetCycleFinished({:?}) with no cycle owed", outcome);
+                }
+                b.cycles_owed -= 1;
+                b.followup = false;
+                if let CycleOutcome::Completed(e) = outcome {
+                    if e.0 <= b.epoch {
+                        fail!(I6, "cycle completed at {:?}, not above {}", e, b.epoch);
+                    }
+                    if Some(e) != after.epoch(device) {
+                        fail!(I6, "cycle completed at {:?}, device at {:?}", e, after.epoch(device));
+                    }
+                    b.epoch = e.0;
+                }
+                if b.cycles_owed == 0 {
+                    for c in b.clients.values_mut() {
+                        c.voter = false;
+                    }
+                }
+            }
+            Output::ClientGone { client } => {
+                let Some(c) = self.client_mut(client) else {
+                    fail!(Handles, "ClientGone for never-issued {:?}", client);
+                };
+                if c.gone {
+                    fail!(Handles, "ClientGone twice for {:?}", client);
+                }
+                if c.callbacks != 0 {
+                    fail!(Handles, "ClientGone for {:?} with {} callbacks out", client, c.callbacks);
+                }
+                if c.owed_end && !c.unregistered {
+                    fail!(I4, "{:?} gone while still owed ResetEnd/Removed/Revoked", client);
+                }
+                c.gone = true;
+                c.voter = false;
+            }
+            Output::DeviceRemoved { device } => {
+                let b = self.dev_mut(device)?;
+                if !b.present {
+                    fail!(Handles, "DeviceRemoved for absent {:?}", device);
+                }
+                if let Some((h, _)) = b.clients.iter().find(|(_, c)| !c.gone) {
+                    fail!(Handles, "{:?} removed while client {:?} has not detached", device, h);
+                }
+                if b.start_in_flight || b.reset_in_flight {
+                    fail!(I3, "{:?} removed with a hardware command in flight", device);
+                }
+                if b.cycles_owed != 0 {
+                    fail!(I8, "{:?} removed with {} cycles unanswered", device, b.cycles_owed);
+                }
+                b.present = false;
+                b.removal_requested = false;
+            }
+            Output::UnloadMayFinish => {
+                if !self.unload_requested {
+                    fail!(I2, "UnloadMayFinish without unload");
+                }
+                if let Some(i) = self.devices.iter().position(|b| b.present) {
+                    fail!(I2, "UnloadMayFinish with device {} present", i);
+                }
+                if let Some((h, _)) = self.handles().find(|(_, c)| !c.gone || c.callbacks > 0) {
+                    fail!(I2, "UnloadMayFinish with client {:?} left", h);
+                }
+                self.unload_finished = true;
+            }
+        }
+        Ok(())
+    }
+
+    fn end_of_step<S: Sut>(
+        &mut self,
+        before: &S,
+        input: &Input,
+        outputs: &[Output],
+        after: &S,
+        owed_at_start: &[ClientHandle],
+        told_end: &[(ClientHandle, Epoch)],
+    ) -> Result<(), Violation> {
+        // I5: requests that complete at once did so.
+        if let Some((d, t)) = token_of(input) {
+            let at_once = matches!(
+                input.kind(),
+                InputKind::QueryStop
+                    | InputKind::CancelStop
+                    | InputKind::Stop
+                    | InputKind::QueryRemove
+                    | InputKind::CancelRemove
+            );
+            if at_once
+                && !outputs.iter().any(|o| {
+                    matches!(o, Output::Complete { device, token, .. } if *device == d && token.0 == t)
+                })
+            {
+                fail!(I5, "{:?} accepted but not completed at once", input);
+            }
+        }
+        for (i, b) in self.devices.iter().enumerate() {
+            let d = DeviceId(i as u8);
+            // I4: a completed cycle told ResetEnd to every client owed one.
+            for o in outputs {
+                if let Output::ResetCycleFinished {
+                    device,
+                    outcome: CycleOutcome::Completed(e),
+                } = *o
+                {
+                    if device != d {
+                        continue;
+                    }
+                    for h in owed_at_start.iter().filter(|h| h.device == d) {
+                        let c = &b.clients[&(h.slot, h.generation)];
+                        if c.unregistered || c.revoked || c.removed {
+                            continue;
+                        }
+                        if !told_end.contains(&(*h, e)) {
+                            fail!(I4, "cycle completed at {:?} but {:?} was not told ResetEnd", e, h);
+                        }
+                    }
+                }
+            }
+            // I8: the cycles owed match the device state.
+            let phase = after.phase(d);
+            let ok = match phase {
+                Some(PhaseKind::Quiescing) => b.cycles_owed == 1,
+                Some(PhaseKind::Executing) => (1..=2).contains(&b.cycles_owed),
+                _ => b.cycles_owed == 0,
+            };
+            if !ok {
+                fail!(I8, "{:?} in {:?} with {} cycles owed a ResetCycleFinished", d, phase, b.cycles_owed);
+            }
+            // I5: a removed device owes no token.
+            if !b.present && !b.tokens.is_empty() {
+                fail!(I5, "{:?} gone with tokens {:?} never completed", d, b.tokens);
+            }
+            // The owner's callback count agrees with the machine's.
+            for (&(slot, generation), c) in &b.clients {
+                let h = ClientHandle {
+                    device: d,
+                    slot,
+                    generation,
+                };
+                if let Some(v) = after.client(h) {
+                    if u32::from(v.callbacks_in_flight) != c.callbacks {
+                        fail!(Handles, "{:?}: machine counts {} callbacks, owner {}", h, v.callbacks_in_flight, c.callbacks);
+                    }
+                    if c.gone {
+                        fail!(Handles, "{:?} still occupies its slot after ClientGone", h);
+                    }
+                } else if !c.gone && b.present {
+                    fail!(Handles, "{:?} vanished without ClientGone", h);
+                }
+            }
+        }
+        if after.driver_phase() == DriverPhase::Unloaded && !self.unload_finished {
+            fail!(I2, "machine unloaded without UnloadMayFinish");
+        }
+        // I7 (metamorphic): a registration's answer does not depend on the links.
+        if self.metamorphic_links {
+            if let Input::Register { device, .. } = *input {
+                let mut other = before.clone();
+                let mut flipped = false;
+                for p in 0..S::PORTS {
+                    let port = pnp_lifecycle::PhysPort(p as u8);
+                    let state = match other.link(device, port) {
+                        Some(pnp_lifecycle::LinkState::Active) => pnp_lifecycle::LinkState::Down,
+                        Some(_) => pnp_lifecycle::LinkState::Active,
+                        None => continue,
+                    };
+                    if other
+                        .handle(Input::LinkChanged {
+                            device,
+                            port,
+                            state,
+                        })
+                        .is_ok()
+                    {
+                        flipped = true;
+                    }
+                    while other.poll_output().is_some() {}
+                }
+                if flipped {
+                    let mut plain = before.clone();
+                    let a = plain.handle(*input);
+                    let b = other.handle(*input);
+                    if a != b {
+                        fail!(I7, "Register answered {:?}, but {:?} with other link states", a, b);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The obligations that must be met once everything settled (after
+    /// [`crate::world::drive_to_quiescence`]): no token, cycle, callback or client left.
+    pub fn check_quiescent(&self) -> Result<(), Violation> {
+        for (i, b) in self.devices.iter().enumerate() {
+            if !b.tokens.is_empty() {
+                fail!(I5, "device {} tokens never completed: {:?}", i, b.tokens);
+            }
+            if b.cycles_owed != 0 {
+                fail!(I8, "device {} has {} cycles never finished", i, b.cycles_owed);
+            }
+            if b.present {
+                fail!(I9, "device {} never removed", i);
+            }
+        }
+        if let Some((h, c)) = self.handles().find(|(_, c)| !c.gone || c.callbacks > 0) {
+            fail!(I9, "client {:?} left: {:?}", h, c);
+        }
+        if !self.unload_finished {
+            fail!(I9, "unload never finished");
+        }
+        Ok(())
+    }
+}
+
+/// The (device, token) of a token-bearing input.
+pub fn token_of(input: &Input) -> Option<(DeviceId, u32)> {
+    match *input {
+        Input::Start { device, token }
+        | Input::QueryStop { device, token }
+        | Input::CancelStop { device, token }
+        | Input::Stop { device, token }
+        | Input::QueryRemove { device, token }
+        | Input::CancelRemove { device, token }
+        | Input::Remove { device, token } => Some((device, token.0)),
+        _ => None,
+    }
+}
+
+/// The client a client input names.
+pub fn client_of(input: &Input) -> Option<ClientHandle> {
+    match *input {
+        Input::Unregister { client }
+        | Input::CallbackDone { client }
+        | Input::AcquireInterface { client }
+        | Input::ResetRequest { client }
+        | Input::ResetExecute { client }
+        | Input::Bind { client, .. }
+        | Input::Hold { client }
+        | Input::ReleaseHold { client }
+        | Input::Access { client, .. } => Some(client),
+        _ => None,
+    }
+}

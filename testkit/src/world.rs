@@ -1,0 +1,351 @@
+//! The owner: a machine under test, the oracle, and optionally the reference model,
+//! stepped together. [`World::step`] keeps the owner's obligation (drain every output
+//! after every input), checks the invariants, and compares with the model.
+
+use crate::model::Model;
+use crate::oracle::{Check, Oracle, Violation};
+use crate::sut::Sut;
+use pnp_lifecycle::{
+    ClientHandle, Config, DeviceId, DriverPhase, Error, HardwareCommand, Input, Output, PhysPort,
+    Reply, ResetResult, StartResult, Tick,
+};
+
+/// One step's result as the owner saw it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Step {
+    /// The machine's answer.
+    pub result: Result<Reply, Error>,
+    /// Every output drained after the input, in order.
+    pub outputs: Vec<Output>,
+}
+
+/// A machine under test with its oracle and (optionally) its reference model.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct World<S: Sut> {
+    /// The machine under test.
+    pub sut: S,
+    /// The invariant checker and owner bookkeeping.
+    pub oracle: Oracle,
+    /// The reference model, compared after every step when present.
+    pub model: Option<Model>,
+}
+
+impl<S: Sut> World<S> {
+    /// A fresh world; `with_model` adds the reference model comparison.
+    pub fn new(config: Config, with_model: bool) -> Self {
+        World {
+            sut: S::create(config),
+            oracle: Oracle::new(S::DEVICES),
+            model: with_model.then(|| Model::new(S::DEVICES, S::CLIENTS, S::PORTS, config)),
+        }
+    }
+
+    /// A world around an existing machine (e.g. a [`crate::faults::Faulty`] wrapper).
+    pub fn from_sut(sut: S, with_model: bool) -> Self {
+        let config = sut.config();
+        World {
+            sut,
+            oracle: Oracle::new(S::DEVICES),
+            model: with_model.then(|| Model::new(S::DEVICES, S::CLIENTS, S::PORTS, config)),
+        }
+    }
+
+    /// Apply one input, drain every output, check every invariant and compare with the
+    /// model. A `Violation` describes the first rule broken.
+    pub fn step(&mut self, input: Input) -> Result<Step, Violation> {
+        let before = self.sut.clone();
+        let result = self.sut.handle(input);
+        let mut outputs = Vec::new();
+        while let Some(o) = self.sut.poll_output() {
+            outputs.push(o);
+            if outputs.len() > 4 * S::DRIVER_INPUT_OUTPUTS + 16 {
+                return Err(Violation {
+                    check: Check::Bound,
+                    detail: format!("unbounded outputs after {:?}", input),
+                });
+            }
+        }
+        self.oracle
+            .check_step(&before, &input, &result, &outputs, &self.sut)?;
+        if let Some(model) = self.model.as_mut() {
+            if model.max_callbacks() > 200 {
+                return Err(Violation {
+                    check: Check::Harness,
+                    detail: "owner let more than 200 callbacks pile up".into(),
+                });
+            }
+            let (mres, mouts) = model.handle(input);
+            if mres != result {
+                return Err(Violation {
+                    check: Check::Model,
+                    detail: format!(
+                        "after {:?}: core answered {:?}, model {:?}",
+                        input, result, mres
+                    ),
+                });
+            }
+            if let Err(why) = compare_outputs(&outputs, &mouts) {
+                return Err(Violation {
+                    check: Check::Model,
+                    detail: format!(
+                        "after {:?}: {}\n core:  {:?}\n model: {:?}",
+                        input, why, outputs, mouts
+                    ),
+                });
+            }
+            compare_state(&self.sut, model).map_err(|why| Violation {
+                check: Check::Model,
+                detail: format!("after {:?}: {}", input, why),
+            })?;
+        }
+        Ok(Step { result, outputs })
+    }
+
+    /// Clients whose callbacks the owner still has to return, with how many.
+    pub fn callbacks_out(&self) -> Vec<(ClientHandle, u32)> {
+        self.oracle
+            .handles()
+            .filter(|(_, c)| c.callbacks > 0)
+            .map(|(h, c)| (h, c.callbacks))
+            .collect()
+    }
+}
+
+/// Compare the core's outputs of one step with the model's.
+///
+/// Relaxation (documented): the specification fixes no order between outputs of one
+/// input except where it matters to a receiver. So the lists must be equal as multisets,
+/// and equal in order when projected on (a) each client's notifications, (b) each device's
+/// hardware commands, (c) each device's cycle results, and `UnloadMayFinish` must be last.
+pub fn compare_outputs(core: &[Output], model: &[Output]) -> Result<(), String> {
+    if core == model {
+        return Ok(());
+    }
+    let mut a = core.to_vec();
+    let mut b = model.to_vec();
+    a.sort();
+    b.sort();
+    if a != b {
+        return Err("different outputs".into());
+    }
+    type Key = fn(&Output) -> Option<(u8, u8, u16)>;
+    let projections: [Key; 3] = [
+        |o| match o {
+            Output::Notify { client, .. } => {
+                Some((client.device.0, client.slot, client.generation))
+            }
+            _ => None,
+        },
+        |o| match o {
+            Output::Hardware { device, .. } => Some((device.0, 0, 0)),
+            _ => None,
+        },
+        |o| match o {
+            Output::ResetCycleFinished { device, .. } => Some((device.0, 0, 0)),
+            _ => None,
+        },
+    ];
+    for key in projections {
+        let mut keys: Vec<_> = core.iter().filter_map(key).collect();
+        keys.dedup();
+        for k in keys {
+            let pa: Vec<_> = core.iter().filter(|o| key(o) == Some(k)).collect();
+            let pb: Vec<_> = model.iter().filter(|o| key(o) == Some(k)).collect();
+            if pa != pb {
+                return Err(format!("different order for {:?}", k));
+            }
+        }
+    }
+    for list in [core, model] {
+        if let Some(p) = list.iter().position(|o| *o == Output::UnloadMayFinish) {
+            if p + 1 != list.len() {
+                return Err("UnloadMayFinish not last".into());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Compare the observable state of the core with the model's.
+pub fn compare_state<S: Sut>(sut: &S, model: &Model) -> Result<(), String> {
+    if sut.driver_phase() != model.driver_phase() {
+        return Err(format!(
+            "driver phase core {:?}, model {:?}",
+            sut.driver_phase(),
+            model.driver_phase()
+        ));
+    }
+    if sut.now() != model.now() {
+        return Err("clock differs".into());
+    }
+    if sut.poll_timeout() != model.poll_timeout() {
+        return Err(format!(
+            "poll_timeout core {:?}, model {:?}",
+            sut.poll_timeout(),
+            model.poll_timeout()
+        ));
+    }
+    for i in 0..S::DEVICES {
+        let d = DeviceId(i as u8);
+        if sut.phase(d) != model.phase(d) || sut.epoch(d) != model.epoch(d) {
+            return Err(format!(
+                "device {}: core {:?} epoch {:?}, model {:?} epoch {:?}",
+                i,
+                sut.phase_detail(d),
+                sut.epoch(d),
+                model.phase(d),
+                model.epoch(d)
+            ));
+        }
+        for p in 0..S::PORTS {
+            let port = PhysPort(p as u8);
+            if sut.link(d, port) != model.link(d, port) {
+                return Err(format!("device {} port {} link differs", i, p));
+            }
+        }
+        let cs = sut.client_list(d);
+        let ms = model.clients(d);
+        if cs != ms {
+            return Err(format!(
+                "device {} clients:\n core:  {:?}\n model: {:?}",
+                i, cs, ms
+            ));
+        }
+        for (h, _) in &cs {
+            if sut.binding_caps(*h) != model.binding_caps(*h) {
+                return Err(format!("binding caps of {:?} differ", h));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// How [`drive_to_quiescence`] treats the clients.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Quiesce {
+    /// Clients answer: every one unregisters; then the driver unloads.
+    Cooperative,
+    /// Clients never answer or detach (only their callbacks return, which is the owner's
+    /// duty): ticks past every deadline must still end every cycle, and then unload must
+    /// finish.
+    Uncooperative,
+}
+
+/// I9: from any state, keep the owner's duties (return every callback, complete every
+/// hardware command), unregister or ignore the clients per `mode`, tick to every deadline,
+/// and unload; assert that every cycle, removal and the unload finish within a bounded
+/// number of inputs, and that every obligation is met at the end. Returns the number of
+/// inputs it took.
+pub fn drive_to_quiescence<S: Sut>(world: &mut World<S>, mode: Quiesce) -> Result<usize, Violation> {
+    let callbacks: u32 = world.callbacks_out().iter().map(|(_, n)| *n).sum();
+    let clients = S::DEVICES * S::CLIENTS;
+    // Each callback returned once, each client unregistered once (and told at most two
+    // events a device step), each device: a hardware completion or two, a tick or two.
+    let budget = callbacks as usize + 6 * clients + 8 * S::DEVICES + 8;
+    let mut steps = 0;
+    let mut cycles_settled = mode == Quiesce::Cooperative;
+    while steps <= budget {
+        if world.oracle.unload_finished {
+            world.oracle.check_quiescent()?;
+            return Ok(steps);
+        }
+        let input = next_duty(world, mode, &mut cycles_settled)?;
+        world.step(input)?;
+        steps += 1;
+    }
+    Err(Violation {
+        check: Check::I9,
+        detail: format!(
+            "not quiescent after {} inputs ({:?}); phases {:?}",
+            budget,
+            mode,
+            (0..S::DEVICES)
+                .map(|d| world.sut.phase_detail(DeviceId(d as u8)))
+                .collect::<Vec<_>>()
+        ),
+    })
+}
+
+fn next_duty<S: Sut>(
+    world: &World<S>,
+    mode: Quiesce,
+    cycles_settled: &mut bool,
+) -> Result<Input, Violation> {
+    if let Some((client, _)) = world.callbacks_out().first() {
+        return Ok(Input::CallbackDone { client: *client });
+    }
+    for (i, b) in world.oracle.devices.iter().enumerate() {
+        let device = DeviceId(i as u8);
+        if b.start_in_flight {
+            return Ok(Input::StartDone {
+                device,
+                result: StartResult::Started,
+            });
+        }
+        if b.reset_in_flight {
+            return Ok(Input::ResetDone {
+                device,
+                result: ResetResult::Succeeded,
+            });
+        }
+    }
+    if mode == Quiesce::Cooperative {
+        if let Some((client, _)) = world
+            .oracle
+            .handles()
+            .find(|(_, c)| !c.gone && !c.unregistered)
+        {
+            return Ok(Input::Unregister { client });
+        }
+    }
+    if !*cycles_settled {
+        let running = world
+            .oracle
+            .devices
+            .iter()
+            .any(|b| b.cycles_owed > 0);
+        if !running {
+            *cycles_settled = true;
+        } else if let Some(t) = world.sut.poll_timeout() {
+            return Ok(Input::Tick {
+                now: t.max(world.sut.now()),
+            });
+        } else {
+            return Err(Violation {
+                check: Check::I9,
+                detail: "a reset cycle waits with no deadline and nothing in flight".into(),
+            });
+        }
+    }
+    if world.sut.driver_phase() == DriverPhase::Loaded && !world.oracle.unload_requested {
+        return Ok(Input::Unload);
+    }
+    if let Some(t) = world.sut.poll_timeout() {
+        return Ok(Input::Tick {
+            now: t.max(world.sut.now()),
+        });
+    }
+    Err(Violation {
+        check: Check::I9,
+        detail: format!(
+            "stuck: unload not finished, nothing to do, no deadline; phases {:?}",
+            (0..S::DEVICES)
+                .map(|d| world.sut.phase_detail(DeviceId(d as u8)))
+                .collect::<Vec<_>>()
+        ),
+    })
+}
+
+/// Whether an output is a hardware command of kind `command`.
+pub fn is_hw(o: &Output, command: HardwareCommand) -> bool {
+    matches!(o, Output::Hardware { command: c, .. } if *c == command)
+}
+
+/// The tick one past every configured deadline from `now`.
+pub fn past_all_deadlines(config: &Config, now: Tick) -> Tick {
+    let most = config
+        .untrusted_ack_timeout
+        .max(config.trusted_ack_timeout)
+        .max(config.detach_timeout);
+    Tick(now.0.saturating_add(most).saturating_add(1))
+}
