@@ -285,7 +285,7 @@ pub fn run(schedule: &[u8]) -> Result<(), String> {
         };
         let actor = runnable.get(pick % runnable.len()).copied().unwrap_or(0);
         w.step(actor);
-        check(&w.log, false)?;
     }
+    check(&w.log, false)?;
     Err("not finished within the step bound".into())
 }

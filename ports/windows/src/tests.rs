@@ -394,15 +394,21 @@ fn shuttle_remove_waits_for_remove_lock_holders() {
 fn planted_remove_without_wait_is_caught() {
     // Record the first violation instead of panicking inside the scheduler.
     static FOUND: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
-    shuttle::check_random(
-        || {
-            let w = World::new(crate::Fault::RemoveDoesNotWait);
-            if let Err(e) = remove_racing_hardware_op_verdict(&w) {
-                FOUND.lock().unwrap().get_or_insert(e);
-            }
-        },
-        iterations(),
-    );
+    // Batches of 200 schedules, up to the scenario budget, stopping at the first find.
+    let mut budget = iterations();
+    while budget > 0 && FOUND.lock().unwrap().is_none() {
+        let batch = budget.min(200);
+        budget -= batch;
+        shuttle::check_random(
+            || {
+                let w = World::new(crate::Fault::RemoveDoesNotWait);
+                if let Err(e) = remove_racing_hardware_op_verdict(&w) {
+                    FOUND.lock().unwrap().get_or_insert(e);
+                }
+            },
+            batch,
+        );
+    }
     let found = FOUND.lock().unwrap().clone();
     let failure = found.expect("shuttle must find a failing schedule when remove does not wait");
     assert!(
