@@ -22,8 +22,17 @@ fn config(policy: TrustedTimeoutPolicy) -> Config {
 }
 
 fn bounds() -> (Bounds, &'static str) {
-    if let Some(d) = std::env::var("PNP_EXPLORE_DEPTH").ok().and_then(|d| d.parse().ok()) {
-        return (Bounds { max_depth: d, ..Bounds::FULL }, "full alphabet, depth from PNP_EXPLORE_DEPTH");
+    if let Some(d) = std::env::var("PNP_EXPLORE_DEPTH")
+        .ok()
+        .and_then(|d| d.parse().ok())
+    {
+        return (
+            Bounds {
+                max_depth: d,
+                ..Bounds::FULL
+            },
+            "full alphabet, depth from PNP_EXPLORE_DEPTH",
+        );
     }
     let full = std::env::var_os("PNP_EXPLORE_FULL").is_some() || !cfg!(debug_assertions);
     if full {

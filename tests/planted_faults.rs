@@ -37,7 +37,11 @@ fn explorer_finds(fault: Fault, expected: Check) {
     let (v, path) = report
         .violation
         .unwrap_or_else(|| panic!("explorer missed planted fault {:?}", fault));
-    assert_eq!(v.check, expected, "{:?} caught as {} via {:?}", fault, v, path);
+    assert_eq!(
+        v.check, expected,
+        "{:?} caught as {} via {:?}",
+        fault, v, path
+    );
 }
 
 /// The fuzz body (oracle and model) must find `fault` within `cases` random inputs.
@@ -46,20 +50,32 @@ fn fuzz_finds(fault: Fault, expected: Option<Check>, cases: usize) {
     for case in 0..cases {
         let data = rng.case(64, 2048);
         if let Err(finding) = run_inputs::<Faulty<Fuzz>>(&data, false, |c| Faulty::new(c, fault)) {
-            println!("{:?} found by the fuzz body (oracle only) in case {}: {}", fault, case, finding.violation);
+            println!(
+                "{:?} found by the fuzz body (oracle only) in case {}: {}",
+                fault, case, finding.violation
+            );
             if let Some(check) = expected {
                 assert_eq!(finding.violation.check, check, "{}", finding);
             }
             return;
         }
     }
-    panic!("fuzz body missed planted fault {:?} in {} cases", fault, cases);
+    panic!(
+        "fuzz body missed planted fault {:?} in {} cases",
+        fault, cases
+    );
 }
 
 #[test]
 fn transparent_wrapper_finds_nothing() {
     let world = World::from_sut(Faulty::<Small>::new(CONFIG, Fault::None), false);
-    let report = explore(world, Bounds { max_depth: 9, ..SEARCH });
+    let report = explore(
+        world,
+        Bounds {
+            max_depth: 9,
+            ..SEARCH
+        },
+    );
     println!("no fault: {}", report);
     assert!(report.violation.is_none(), "{}", report);
 }

@@ -142,6 +142,7 @@ pub fn alphabet<S: Sut>(world: &World<S>, wide: bool) -> Vec<Input> {
     for di in 0..S::DEVICES {
         let device = DeviceId(di as u8);
         v.push(Input::AddDevice { device });
+        #[allow(clippy::needless_range_loop)]
         for p in 0..S::PORTS.min(2) {
             v.push(Input::ConfigurePort {
                 device,
@@ -150,7 +151,10 @@ pub fn alphabet<S: Sut>(world: &World<S>, wide: bool) -> Vec<Input> {
             });
         }
         let t = |n| RequestToken(n);
-        v.push(Input::Start { device, token: t(1) });
+        v.push(Input::Start {
+            device,
+            token: t(1),
+        });
         for result in [
             StartResult::Started,
             StartResult::FailedBeforeResources,
@@ -158,12 +162,30 @@ pub fn alphabet<S: Sut>(world: &World<S>, wide: bool) -> Vec<Input> {
         ] {
             v.push(Input::StartDone { device, result });
         }
-        v.push(Input::QueryStop { device, token: t(2) });
-        v.push(Input::CancelStop { device, token: t(3) });
-        v.push(Input::Stop { device, token: t(4) });
-        v.push(Input::QueryRemove { device, token: t(5) });
-        v.push(Input::CancelRemove { device, token: t(6) });
-        v.push(Input::Remove { device, token: t(7) });
+        v.push(Input::QueryStop {
+            device,
+            token: t(2),
+        });
+        v.push(Input::CancelStop {
+            device,
+            token: t(3),
+        });
+        v.push(Input::Stop {
+            device,
+            token: t(4),
+        });
+        v.push(Input::QueryRemove {
+            device,
+            token: t(5),
+        });
+        v.push(Input::CancelRemove {
+            device,
+            token: t(6),
+        });
+        v.push(Input::Remove {
+            device,
+            token: t(7),
+        });
         v.push(Input::SurpriseRemoval { device });
         v.push(Input::FatalError { device });
         v.push(Input::ResetDone {

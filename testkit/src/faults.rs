@@ -4,8 +4,8 @@
 
 use crate::sut::Sut;
 use pnp_lifecycle::{
-    AfterReset, BindingCaps, ClientHandle, ClientView, Config, DeviceId, DriverPhase, Epoch,
-    Error, Event, HardwareCommand, Input, LinkState, Output, Phase, PhaseKind, PhysPort, Reply,
+    AfterReset, BindingCaps, ClientHandle, ClientView, Config, DeviceId, DriverPhase, Epoch, Error,
+    Event, HardwareCommand, Input, LinkState, Output, Phase, PhaseKind, PhysPort, Reply,
     ResetAnswer, Tick,
 };
 use std::collections::VecDeque;

@@ -33,7 +33,11 @@ impl std::fmt::Display for Finding {
 /// Drive `sut` with inputs generated from `data`, checking the oracle (and the model, if
 /// `with_model`) on every step, then check liveness with both quiescence drives.
 /// Returns the number of inputs applied.
-pub fn run_inputs<S: Sut>(data: &[u8], with_model: bool, sut: impl FnOnce(pnp_lifecycle::Config) -> S) -> Result<usize, Finding> {
+pub fn run_inputs<S: Sut>(
+    data: &[u8],
+    with_model: bool,
+    sut: impl FnOnce(pnp_lifecycle::Config) -> S,
+) -> Result<usize, Finding> {
     let mut u = Unstructured::new(data);
     let Ok(config) = small_config(&mut u) else {
         return Ok(0);
@@ -53,7 +57,10 @@ pub fn run_inputs<S: Sut>(data: &[u8], with_model: bool, sut: impl FnOnce(pnp_li
     for mode in [Quiesce::Cooperative, Quiesce::Uncooperative] {
         let mut w = world.clone();
         if let Err(mut violation) = drive_to_quiescence(&mut w, mode) {
-            violation.detail = format!("{} (quiescence drive {:?} after the inputs)", violation.detail, mode);
+            violation.detail = format!(
+                "{} (quiescence drive {:?} after the inputs)",
+                violation.detail, mode
+            );
             return Err(Finding { violation, inputs });
         }
     }

@@ -60,15 +60,14 @@ impl Generator {
         if u.ratio(1, 32)? {
             return Ok(PhysPort(S::PORTS as u8));
         }
-        Ok(PhysPort(u.int_in_range(0..=(S::PORTS as u8).saturating_sub(1))?))
+        Ok(PhysPort(
+            u.int_in_range(0..=(S::PORTS as u8).saturating_sub(1))?,
+        ))
     }
 
     fn handle<S: Sut>(&self, u: &mut Unstructured<'_>, world: &World<S>) -> Result<ClientHandle> {
-        let all: Vec<(ClientHandle, bool)> = world
-            .oracle
-            .handles()
-            .map(|(h, c)| (h, c.gone))
-            .collect();
+        let all: Vec<(ClientHandle, bool)> =
+            world.oracle.handles().map(|(h, c)| (h, c.gone)).collect();
         let live: Vec<ClientHandle> = all.iter().filter(|(_, g)| !g).map(|(h, _)| *h).collect();
         let pick = u.int_in_range(0..=15u8)?;
         if pick < 12 && !live.is_empty() {
@@ -96,7 +95,8 @@ impl Generator {
                 device: self.device::<S>(u)?,
             },
             4..=6 => {
-                let protocol = *u.choose(&[Protocol::Ib, Protocol::Ib, Protocol::Roce, Protocol::Iwarp])?;
+                let protocol =
+                    *u.choose(&[Protocol::Ib, Protocol::Ib, Protocol::Roce, Protocol::Iwarp])?;
                 Input::ConfigurePort {
                     device: self.device::<S>(u)?,
                     port: self.port::<S>(u)?,

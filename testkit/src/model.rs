@@ -22,9 +22,9 @@
 use pnp_lifecycle::{
     Access, BindingCaps, ClientHandle, ClientKind, ClientState, ClientView, Config, CycleOutcome,
     DeviceId, Disposition, DriverPhase, Epoch, Error, Event, HardwareCommand, Input, InputKind,
-    LinkState, Output, PhaseKind, PhysPort, PortCaps, PortSet, RequestToken, ResetAnswer,
-    ResetResult, Reply, Role, StartResult, Status, Tick, TrustedTimeoutPolicy, Unregistered,
-    VetoReason, TABLE,
+    LinkState, Output, PhaseKind, PhysPort, PortCaps, PortSet, Reply, RequestToken, ResetAnswer,
+    ResetResult, Role, StartResult, Status, Tick, TrustedTimeoutPolicy, Unregistered, VetoReason,
+    TABLE,
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -84,8 +84,16 @@ enum St {
     Stopped,
     RemovePending(Back),
     Failed(bool),
-    Surprised { held: bool, hw: Option<Hw> },
-    Removing { token: Option<RequestToken>, deadline: u64, undo: Undo, hw: Option<Hw> },
+    Surprised {
+        held: bool,
+        hw: Option<Hw>,
+    },
+    Removing {
+        token: Option<RequestToken>,
+        deadline: u64,
+        undo: Undo,
+        hw: Option<Hw>,
+    },
 }
 
 impl St {
@@ -273,9 +281,11 @@ impl Model {
                     .filter(|c| c.reg == Reg::Live && c.role == Role::Voting)
                     .map(|c| since.saturating_add(self.ack_timeout(c.kind)))
                     .min(),
-                St::Removing { deadline, .. } => {
-                    d.cls.iter().any(|c| c.reg == Reg::Removed).then_some(deadline)
-                }
+                St::Removing { deadline, .. } => d
+                    .cls
+                    .iter()
+                    .any(|c| c.reg == Reg::Removed)
+                    .then_some(deadline),
                 _ => None,
             };
             if let Some(t) = t {
@@ -294,7 +304,10 @@ impl Model {
 
     /// The capabilities of a client's binding.
     pub fn binding_caps(&self, h: ClientHandle) -> Result<BindingCaps, Error> {
-        let dev = self.devs.get(usize::from(h.device.0)).ok_or(Error::NoSuchDevice)?;
+        let dev = self
+            .devs
+            .get(usize::from(h.device.0))
+            .ok_or(Error::NoSuchDevice)?;
         let i = live_index(dev, h)?;
         let c = &dev.cls[i];
         let mut caps: Option<BindingCaps> = None;
@@ -337,9 +350,10 @@ impl Model {
 
     fn unload_check(&mut self, out: &mut Out) {
         if self.driver == DriverPhase::Unloading
-            && self.devs.iter().all(|d| {
-                d.st == St::Absent && d.cls.iter().all(|c| c.callbacks == 0)
-            })
+            && self
+                .devs
+                .iter()
+                .all(|d| d.st == St::Absent && d.cls.iter().all(|c| c.callbacks == 0))
         {
             out.push(Output::UnloadMayFinish);
             self.driver = DriverPhase::Unloaded;
@@ -1184,10 +1198,11 @@ impl Dev {
                     if c.reg != Reg::Live || c.role != Role::Voting {
                         continue;
                     }
-                    let due = cx.now >= since.saturating_add(match c.kind {
-                        ClientKind::Trusted => cx.config.trusted_ack_timeout,
-                        ClientKind::Untrusted => cx.config.untrusted_ack_timeout,
-                    });
+                    let due = cx.now
+                        >= since.saturating_add(match c.kind {
+                            ClientKind::Trusted => cx.config.trusted_ack_timeout,
+                            ClientKind::Untrusted => cx.config.untrusted_ack_timeout,
+                        });
                     if !due {
                         continue;
                     }

@@ -205,7 +205,13 @@ impl Oracle {
             _ => S::DEVICE_INPUT_OUTPUTS,
         };
         if outputs.len() > bound {
-            fail!(Bound, "{} outputs for {:?}, bound {}", outputs.len(), input, bound);
+            fail!(
+                Bound,
+                "{} outputs for {:?}, bound {}",
+                outputs.len(),
+                input,
+                bound
+            );
         }
         if after.lost_outputs() != 0 {
             fail!(Bound, "{} outputs lost", after.lost_outputs());
@@ -230,7 +236,12 @@ impl Oracle {
         // ---- I10 -------------------------------------------------------------------
         let Ok(reply) = result else {
             if before != after {
-                fail!(I10, "refused {:?} ({:?}) but the machine changed", input, result);
+                fail!(
+                    I10,
+                    "refused {:?} ({:?}) but the machine changed",
+                    input,
+                    result
+                );
             }
             if !outputs.is_empty() {
                 fail!(I10, "refused {:?} but queued {:?}", input, outputs);
@@ -267,17 +278,29 @@ impl Oracle {
         match (input, e) {
             (Input::StartDone { device, .. }, Error::NoHardwareCommandInFlight) => {
                 if self.dev(*device).is_some_and(|d| d.start_in_flight) {
-                    fail!(I3, "StartDone refused though a start is in flight on {:?}", device);
+                    fail!(
+                        I3,
+                        "StartDone refused though a start is in flight on {:?}",
+                        device
+                    );
                 }
             }
             (Input::ResetDone { device, .. }, Error::NoHardwareCommandInFlight) => {
                 if self.dev(*device).is_some_and(|d| d.reset_in_flight) {
-                    fail!(I3, "ResetDone refused though a reset is in flight on {:?}", device);
+                    fail!(
+                        I3,
+                        "ResetDone refused though a reset is in flight on {:?}",
+                        device
+                    );
                 }
             }
             (Input::CallbackDone { client }, Error::NoCallbackInFlight) => {
                 if self.client(*client).is_some_and(|c| c.callbacks > 0) {
-                    fail!(Handles, "CallbackDone refused for {:?} with callbacks out", client);
+                    fail!(
+                        Handles,
+                        "CallbackDone refused for {:?} with callbacks out",
+                        client
+                    );
                 }
             }
             (Input::Unregister { client }, _) => {
@@ -286,7 +309,12 @@ impl Oracle {
                     .is_some_and(|c| c.addressable() || c.removed || c.revoked)
                     && !matches!(e, Error::OutputBacklog { .. } | Error::Unloaded)
                 {
-                    fail!(Handles, "Unregister of a registered client {:?} refused: {:?}", client, e);
+                    fail!(
+                        Handles,
+                        "Unregister of a registered client {:?} refused: {:?}",
+                        client,
+                        e
+                    );
                 }
             }
             (Input::Register { .. }, _) => {
@@ -308,7 +336,11 @@ impl Oracle {
     fn dev_mut(&mut self, d: DeviceId) -> Result<&mut DeviceBook, Violation> {
         match self.devices.get_mut(usize::from(d.0)) {
             Some(b) => Ok(b),
-            None => fail!(Handles, "accepted input names device {:?} beyond capacity", d),
+            None => fail!(
+                Handles,
+                "accepted input names device {:?} beyond capacity",
+                d
+            ),
         }
     }
 
@@ -327,7 +359,13 @@ impl Oracle {
         for i in 0..S::DEVICES {
             let d = DeviceId(i as u8);
             if after.epoch(d) < before.epoch(d) {
-                fail!(I6, "epoch of {:?} went from {:?} to {:?}", d, before.epoch(d), after.epoch(d));
+                fail!(
+                    I6,
+                    "epoch of {:?} went from {:?} to {:?}",
+                    d,
+                    before.epoch(d),
+                    after.epoch(d)
+                );
             }
         }
         match *input {
@@ -390,7 +428,12 @@ impl Oracle {
                     fail!(Handles, "Register issued a bad handle {:?}", client);
                 }
                 if Some(epoch) != before.epoch(device) {
-                    fail!(I6, "Register gave epoch {:?}, device at {:?}", epoch, before.epoch(device));
+                    fail!(
+                        I6,
+                        "Register gave epoch {:?}, device at {:?}",
+                        epoch,
+                        before.epoch(device)
+                    );
                 }
                 let cycle = is_cycle_phase(before.phase(device));
                 let b = self.dev_mut(device)?;
@@ -414,16 +457,28 @@ impl Oracle {
                 let known = self.client(client).cloned();
                 match (how, known) {
                     (Unregistered::Now, None) => {
-                        fail!(Handles, "Unregister of never-issued {:?} returned Now", client)
+                        fail!(
+                            Handles,
+                            "Unregister of never-issued {:?} returned Now",
+                            client
+                        )
                     }
                     (Unregistered::Now, Some(c)) if c.unregistered || c.gone => {
                         fail!(Handles, "second Unregister winner for {:?}", client)
                     }
                     (Unregistered::Already, Some(c)) if !(c.unregistered || c.gone) => {
-                        fail!(Handles, "Unregister of registered {:?} returned Already", client)
+                        fail!(
+                            Handles,
+                            "Unregister of registered {:?} returned Already",
+                            client
+                        )
                     }
                     (Unregistered::Already, None) => {
-                        fail!(Handles, "Unregister of never-issued {:?} returned Already", client)
+                        fail!(
+                            Handles,
+                            "Unregister of never-issued {:?} returned Already",
+                            client
+                        )
                     }
                     _ => {}
                 }
@@ -436,14 +491,23 @@ impl Oracle {
             }
             Input::CallbackDone { client } => match self.client_mut(client) {
                 Some(c) if c.callbacks > 0 && !c.gone => c.callbacks -= 1,
-                _ => fail!(Handles, "CallbackDone accepted for {:?} with none out", client),
+                _ => fail!(
+                    Handles,
+                    "CallbackDone accepted for {:?} with none out",
+                    client
+                ),
             },
             Input::AcquireInterface { client } => {
                 let Reply::Interface(e) = *reply else {
                     fail!(Handles, "AcquireInterface answered {:?}", reply);
                 };
                 if Some(e) != before.epoch(client.device) {
-                    fail!(I6, "interface of epoch {:?} while device at {:?}", e, before.epoch(client.device));
+                    fail!(
+                        I6,
+                        "interface of epoch {:?} while device at {:?}",
+                        e,
+                        before.epoch(client.device)
+                    );
                 }
                 match self.client_mut(client) {
                     Some(c) if c.addressable() => c.interface = Some(e),
@@ -482,7 +546,10 @@ impl Oracle {
         }
         // Client-facing calls other than Unregister/CallbackDone need a live client.
         if let Some(client) = client_of(input) {
-            if !matches!(input.kind(), InputKind::Unregister | InputKind::CallbackDone) {
+            if !matches!(
+                input.kind(),
+                InputKind::Unregister | InputKind::CallbackDone
+            ) {
                 match self.client(client) {
                     Some(c) if c.addressable() => {}
                     other => fail!(
@@ -553,7 +620,11 @@ impl Oracle {
                 match event {
                     Event::Reset => {
                         if c.owed_end {
-                            fail!(I4, "second Reset to {:?} before its ResetEnd/Removed/Revoked", client);
+                            fail!(
+                                I4,
+                                "second Reset to {:?} before its ResetEnd/Removed/Revoked",
+                                client
+                            );
                         }
                         c.owed_end = true;
                         c.voter = true;
@@ -566,7 +637,12 @@ impl Oracle {
                         c.voter = false;
                         told_end.push((client, epoch));
                         if Some(epoch) != after.epoch(client.device) {
-                            fail!(I6, "ResetEnd{{{:?}}} but the device is at {:?}", epoch, after.epoch(client.device));
+                            fail!(
+                                I6,
+                                "ResetEnd{{{:?}}} but the device is at {:?}",
+                                epoch,
+                                after.epoch(client.device)
+                            );
                         }
                     }
                     Event::Removed { surprise } => {
@@ -585,7 +661,12 @@ impl Oracle {
                     }
                     Event::DeviceStarted { epoch } => {
                         if Some(epoch) != before.epoch(client.device) {
-                            fail!(I6, "DeviceStarted{{{:?}}} at {:?}", epoch, before.epoch(client.device));
+                            fail!(
+                                I6,
+                                "DeviceStarted{{{:?}}} at {:?}",
+                                epoch,
+                                before.epoch(client.device)
+                            );
                         }
                     }
                     Event::LinkChanged { port, .. } => {
@@ -593,7 +674,13 @@ impl Oracle {
                             v.ports.contains(port) && matches!(v.state, ClientState::Active { .. })
                         });
                         if !bound || !matches!(input, Input::LinkChanged { .. }) {
-                            fail!(I7, "link event to {:?}, bound {}, input {:?}", client, bound, input);
+                            fail!(
+                                I7,
+                                "link event to {:?}, bound {}, input {:?}",
+                                client,
+                                bound,
+                                input
+                            );
                         }
                     }
                     Event::DeviceStopped | Event::DeviceFatal => {}
@@ -602,12 +689,21 @@ impl Oracle {
             Output::Hardware { device, command } => {
                 let b = self.dev_mut(device)?;
                 if b.surprise && command != HardwareCommand::ReleaseResources {
-                    fail!(I3, "{:?} commanded after surprise removal of {:?}", command, device);
+                    fail!(
+                        I3,
+                        "{:?} commanded after surprise removal of {:?}",
+                        command,
+                        device
+                    );
                 }
                 match command {
                     HardwareCommand::Reset => {
                         if b.removal_requested {
-                            fail!(I3, "hardware reset of {:?} after removal was requested", device);
+                            fail!(
+                                I3,
+                                "hardware reset of {:?} after removal was requested",
+                                device
+                            );
                         }
                         if b.reset_in_flight {
                             fail!(I3, "second hardware reset in flight on {:?}", device);
@@ -620,7 +716,12 @@ impl Oracle {
                             .iter()
                             .find(|(_, c)| c.voter && !c.gone && !c.unregistered)
                         {
-                            fail!(I3, "hardware reset of {:?} while voter {:?} has not answered", device, h);
+                            fail!(
+                                I3,
+                                "hardware reset of {:?} while voter {:?} has not answered",
+                                device,
+                                h
+                            );
                         }
                         b.reset_in_flight = true;
                     }
@@ -642,7 +743,12 @@ impl Oracle {
                             b.tokens.remove(&token.0);
                         }
                     }
-                    _ => fail!(I5, "token {:?} of {:?} completed but not owed", token, device),
+                    _ => fail!(
+                        I5,
+                        "token {:?} of {:?} completed but not owed",
+                        token,
+                        device
+                    ),
                 }
             }
             Output::ResetCycleFinished { device, outcome } => {
@@ -657,7 +763,12 @@ impl Oracle {
                         fail!(I6, "cycle completed at {:?}, not above {}", e, b.epoch);
                     }
                     if Some(e) != after.epoch(device) {
-                        fail!(I6, "cycle completed at {:?}, device at {:?}", e, after.epoch(device));
+                        fail!(
+                            I6,
+                            "cycle completed at {:?}, device at {:?}",
+                            e,
+                            after.epoch(device)
+                        );
                     }
                     b.epoch = e.0;
                 }
@@ -675,10 +786,19 @@ impl Oracle {
                     fail!(Handles, "ClientGone twice for {:?}", client);
                 }
                 if c.callbacks != 0 {
-                    fail!(Handles, "ClientGone for {:?} with {} callbacks out", client, c.callbacks);
+                    fail!(
+                        Handles,
+                        "ClientGone for {:?} with {} callbacks out",
+                        client,
+                        c.callbacks
+                    );
                 }
                 if c.owed_end && !c.unregistered {
-                    fail!(I4, "{:?} gone while still owed ResetEnd/Removed/Revoked", client);
+                    fail!(
+                        I4,
+                        "{:?} gone while still owed ResetEnd/Removed/Revoked",
+                        client
+                    );
                 }
                 c.gone = true;
                 c.voter = false;
@@ -689,13 +809,23 @@ impl Oracle {
                     fail!(Handles, "DeviceRemoved for absent {:?}", device);
                 }
                 if let Some((h, _)) = b.clients.iter().find(|(_, c)| !c.gone) {
-                    fail!(Handles, "{:?} removed while client {:?} has not detached", device, h);
+                    fail!(
+                        Handles,
+                        "{:?} removed while client {:?} has not detached",
+                        device,
+                        h
+                    );
                 }
                 if b.start_in_flight || b.reset_in_flight {
                     fail!(I3, "{:?} removed with a hardware command in flight", device);
                 }
                 if b.cycles_owed != 0 {
-                    fail!(I8, "{:?} removed with {} cycles unanswered", device, b.cycles_owed);
+                    fail!(
+                        I8,
+                        "{:?} removed with {} cycles unanswered",
+                        device,
+                        b.cycles_owed
+                    );
                 }
                 b.present = false;
                 b.removal_requested = false;
@@ -761,7 +891,12 @@ impl Oracle {
                             continue;
                         }
                         if !told_end.contains(&(*h, e)) {
-                            fail!(I4, "cycle completed at {:?} but {:?} was not told ResetEnd", e, h);
+                            fail!(
+                                I4,
+                                "cycle completed at {:?} but {:?} was not told ResetEnd",
+                                e,
+                                h
+                            );
                         }
                     }
                 }
@@ -774,11 +909,22 @@ impl Oracle {
                 _ => b.cycles_owed == 0,
             };
             if !ok {
-                fail!(I8, "{:?} in {:?} with {} cycles owed a ResetCycleFinished", d, phase, b.cycles_owed);
+                fail!(
+                    I8,
+                    "{:?} in {:?} with {} cycles owed a ResetCycleFinished",
+                    d,
+                    phase,
+                    b.cycles_owed
+                );
             }
             // I5: a removed device owes no token.
             if !b.present && !b.tokens.is_empty() {
-                fail!(I5, "{:?} gone with tokens {:?} never completed", d, b.tokens);
+                fail!(
+                    I5,
+                    "{:?} gone with tokens {:?} never completed",
+                    d,
+                    b.tokens
+                );
             }
             // The owner's callback count agrees with the machine's.
             for (&(slot, generation), c) in &b.clients {
@@ -789,7 +935,13 @@ impl Oracle {
                 };
                 if let Some(v) = after.client(h) {
                     if u32::from(v.callbacks_in_flight) != c.callbacks {
-                        fail!(Handles, "{:?}: machine counts {} callbacks, owner {}", h, v.callbacks_in_flight, c.callbacks);
+                        fail!(
+                            Handles,
+                            "{:?}: machine counts {} callbacks, owner {}",
+                            h,
+                            v.callbacks_in_flight,
+                            c.callbacks
+                        );
                     }
                     if c.gone {
                         fail!(Handles, "{:?} still occupies its slot after ClientGone", h);
@@ -831,7 +983,12 @@ impl Oracle {
                     let a = plain.handle(*input);
                     let b = other.handle(*input);
                     if a != b {
-                        fail!(I7, "Register answered {:?}, but {:?} with other link states", a, b);
+                        fail!(
+                            I7,
+                            "Register answered {:?}, but {:?} with other link states",
+                            a,
+                            b
+                        );
                     }
                 }
             }
@@ -847,7 +1004,12 @@ impl Oracle {
                 fail!(I5, "device {} tokens never completed: {:?}", i, b.tokens);
             }
             if b.cycles_owed != 0 {
-                fail!(I8, "device {} has {} cycles never finished", i, b.cycles_owed);
+                fail!(
+                    I8,
+                    "device {} has {} cycles never finished",
+                    i,
+                    b.cycles_owed
+                );
             }
             if b.present {
                 fail!(I9, "device {} never removed", i);

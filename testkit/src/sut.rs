@@ -5,7 +5,7 @@ use core::fmt::Debug;
 use core::hash::Hash;
 use pnp_lifecycle::{
     BindingCaps, ClientHandle, ClientView, Config, DeviceId, DriverPhase, Epoch, Error, Input,
-    Lifecycle, LinkState, Output, PhysPort, Phase, PhaseKind, Reply, Tick,
+    Lifecycle, LinkState, Output, Phase, PhaseKind, PhysPort, Reply, Tick,
 };
 
 /// A machine the oracle, the model comparison and the explorer can drive.

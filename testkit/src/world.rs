@@ -236,7 +236,10 @@ pub enum Quiesce {
 /// and unload; assert that every cycle, removal and the unload finish within a bounded
 /// number of inputs, and that every obligation is met at the end. Returns the number of
 /// inputs it took.
-pub fn drive_to_quiescence<S: Sut>(world: &mut World<S>, mode: Quiesce) -> Result<usize, Violation> {
+pub fn drive_to_quiescence<S: Sut>(
+    world: &mut World<S>,
+    mode: Quiesce,
+) -> Result<usize, Violation> {
     let callbacks: u32 = world.callbacks_out().iter().map(|(_, n)| *n).sum();
     let clients = S::DEVICES * S::CLIENTS;
     // Each callback returned once, each client unregistered once (and told at most two
@@ -299,11 +302,7 @@ fn next_duty<S: Sut>(
         }
     }
     if !*cycles_settled {
-        let running = world
-            .oracle
-            .devices
-            .iter()
-            .any(|b| b.cycles_owed > 0);
+        let running = world.oracle.devices.iter().any(|b| b.cycles_owed > 0);
         if !running {
             *cycles_settled = true;
         } else if let Some(t) = world.sut.poll_timeout() {
