@@ -53,6 +53,10 @@ pub fn run_inputs<S: Sut>(
         if let Err(violation) = world.step(input) {
             return Err(Finding { violation, inputs });
         }
+        if world.oracle.unload_finished {
+            // Everything after is refused with `Unloaded` (checked once, above): stop.
+            break;
+        }
     }
     for mode in [Quiesce::Cooperative, Quiesce::Uncooperative] {
         let mut w = world.clone();

@@ -238,7 +238,7 @@ impl Generator {
                     what,
                 }
             }
-            84..=94 => {
+            84..=95 => {
                 let now = world.sut.now();
                 let now = match u.int_in_range(0..=9u8)? {
                     0..=3 => world.sut.poll_timeout().unwrap_or(now).max(now),
@@ -249,7 +249,7 @@ impl Generator {
                 };
                 Input::Tick { now }
             }
-            95..=96 => Input::Unload,
+            96 => Input::Unload,
             _ => {
                 // A raw arbitrary input, nudged into range half of the time.
                 let mut i = Input::arbitrary(u)?;
