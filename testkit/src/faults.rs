@@ -123,7 +123,14 @@ impl<S: Sut> Sut for Faulty<S> {
         let mut input = input;
         match self.fault {
             Fault::CoalescedRequestLost => {
-                if let Input::ResetRequest { .. } | Input::FatalError { .. } = input {
+                let live = match input {
+                    Input::ResetRequest { client } => self.inner.client(client).is_some_and(|v| {
+                        matches!(v.state, pnp_lifecycle::ClientState::Active { .. })
+                    }),
+                    Input::FatalError { .. } => true,
+                    _ => false,
+                };
+                if live {
                     if before
                         == Some(Phase::Executing {
                             then: AfterReset::Resume,
