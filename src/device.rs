@@ -101,6 +101,9 @@ value_type! {
         Quiescing {
             /// When the cycle began: voters' deadlines count from here.
             since: Tick,
+            /// Voters that have not answered, left or been revoked. Kept so that each
+            /// answer costs O(1) and a cycle stays linear in clients.
+            voters: u16,
         },
         /// Hardware reset in flight.
         Executing {
@@ -752,12 +755,23 @@ impl<const C: usize, const P: usize> Device<C, P> {
     fn begin_cycle<const Q: usize>(&mut self, cx: &mut Ctx<'_, Q>) {
         self.set_roles(Role::Voting, false);
         self.notify_active(cx, Event::Reset);
-        self.phase = Phase::Quiescing { since: cx.now };
+        let voters = self.registry.slots.iter().filter(|s| s.is_voting()).count();
+        self.phase = Phase::Quiescing {
+            since: cx.now,
+            voters: u16::try_from(voters).unwrap_or(u16::MAX),
+        };
         self.execute_if_quiesced(cx);
     }
 
+    /// A voter answered, left or was revoked.
+    fn voter_left(&mut self) {
+        if let Phase::Quiescing { voters, .. } = &mut self.phase {
+            *voters = voters.saturating_sub(1);
+        }
+    }
+
     fn execute_if_quiesced<const Q: usize>(&mut self, cx: &mut Ctx<'_, Q>) {
-        if matches!(self.phase, Phase::Quiescing { .. }) && !self.registry.any_voting() {
+        if matches!(self.phase, Phase::Quiescing { voters: 0, .. }) {
             self.phase = Phase::Executing {
                 then: AfterReset::Resume,
             };
@@ -776,6 +790,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
             ClientState::Active { role, .. } if *role == Role::Voting => *role = Role::Acked,
             _ => return Err(Error::NotVoting),
         }
+        self.voter_left();
         self.execute_if_quiesced(cx);
         Ok(())
     }
@@ -910,6 +925,12 @@ impl<const C: usize, const P: usize> Device<C, P> {
         if slot.state == ClientState::Unregistered {
             return Ok(Unregistered::Already);
         }
+        if slot.is_voting() {
+            self.voter_left();
+        }
+        let Some(slot) = self.registry.slot_mut(index) else {
+            return Err(Error::UnknownClient);
+        };
         if slot.callbacks == 0 {
             self.free_slot(cx, index);
         } else {
@@ -1081,7 +1102,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
     /// The next tick this device needs, if it waits on a deadline.
     pub(crate) fn next_deadline(&self, config: &Config) -> Option<Tick> {
         match self.phase {
-            Phase::Quiescing { since } => {
+            Phase::Quiescing { since, .. } => {
                 let mut next: Option<u64> = None;
                 for slot in self.registry.slots.iter().filter(|s| s.is_voting()) {
                     let after = match slot.kind {
@@ -1109,7 +1130,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
 
     pub(crate) fn tick<const Q: usize>(&mut self, cx: &mut Ctx<'_, Q>) {
         match self.phase {
-            Phase::Quiescing { since } => {
+            Phase::Quiescing { since, .. } => {
                 let now = cx.now.0;
                 let untrusted_due = now >= since.0.saturating_add(cx.config.untrusted_ack_timeout);
                 let trusted_due = now >= since.0.saturating_add(cx.config.trusted_ack_timeout);
@@ -1140,6 +1161,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
                         if let Some(slot) = self.registry.slot_mut(index) {
                             slot.state = ClientState::Revoked;
                         }
+                        self.voter_left();
                         self.notify(cx, index, Event::Revoked);
                     }
                 }

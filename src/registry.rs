@@ -176,10 +176,6 @@ impl<const C: usize> Registry<C> {
         }
     }
 
-    pub(crate) fn any_voting(&self) -> bool {
-        self.slots.iter().any(Slot::is_voting)
-    }
-
     pub(crate) fn any_holding(&self) -> bool {
         self.slots
             .iter()

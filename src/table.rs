@@ -161,9 +161,9 @@ pub const TABLE: [Row; PhaseKind::COUNT] = [
     Row { phase: PhaseKind::StopPending,     inputs: [R,  R,  R,  R,  R,  H,  H,  R,  I,  H,  H,  R,  R,  H,  H,  H,  H,  R,  R,  R,  H,  H,  H,  R] },
     Row { phase: PhaseKind::Stopped,         inputs: [R,  R,  H,  R,  R,  I,  R,  H,  I,  H,  H,  R,  R,  H,  H,  H,  H,  R,  R,  R,  H,  H,  H,  R] },
     Row { phase: PhaseKind::RemovePending,   inputs: [R,  R,  R,  R,  R,  I,  R,  R,  H,  H,  H,  R,  R,  H,  R,  H,  H,  R,  R,  R,  H,  R,  R,  R] },
-    Row { phase: PhaseKind::Failed,          inputs: [R,  R,  R,  R,  R,  I,  R,  H,  I,  H,  H,  I,  R,  H,  R,  H,  H,  R,  R,  R,  H,  R,  H,  R] },
-    Row { phase: PhaseKind::SurpriseRemoved, inputs: [R,  R,  R,  H,  R,  I,  R,  R,  I,  H,  I,  I,  H,  H,  R,  H,  H,  R,  R,  R,  R,  R,  R,  R] },
-    Row { phase: PhaseKind::Removing,        inputs: [R,  R,  R,  H,  R,  I,  R,  R,  I,  H,  H,  I,  H,  H,  R,  H,  H,  R,  R,  R,  R,  R,  R,  R] },
+    Row { phase: PhaseKind::Failed,          inputs: [R,  R,  R,  R,  R,  I,  R,  H,  I,  H,  H,  R,  R,  H,  R,  H,  H,  R,  R,  R,  H,  R,  H,  R] },
+    Row { phase: PhaseKind::SurpriseRemoved, inputs: [R,  R,  R,  H,  R,  I,  R,  R,  I,  H,  I,  R,  H,  H,  R,  H,  H,  R,  R,  R,  R,  R,  R,  R] },
+    Row { phase: PhaseKind::Removing,        inputs: [R,  R,  R,  H,  R,  I,  R,  R,  I,  H,  H,  R,  H,  H,  R,  H,  H,  R,  R,  R,  R,  R,  R,  R] },
 ];
 
 // Evaluated at compile time: a bad row fails the build, never a running driver.

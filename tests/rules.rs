@@ -1331,9 +1331,13 @@ fn failed_hardware_reset_goes_to_failed_clients_are_told_fatal_and_only_remove_l
             })
         ));
     }
-    assert_eq!(
-        o.step(Input::FatalError { device: DEV }).0,
-        Ok(Reply::Accepted)
+    // No cycle can serve a fatal error now: a refusal, not a silent "accepted" (I8).
+    o.refused(
+        Input::FatalError { device: DEV },
+        Error::InvalidState {
+            phase: PhaseKind::Failed,
+            input: InputKind::FatalError,
+        },
     );
     assert_eq!(o.phase(DEV), PhaseKind::Failed);
     o.return_callbacks(DEV);
