@@ -72,7 +72,7 @@ fn transparent_wrapper_finds_nothing() {
     let report = explore(
         world,
         Bounds {
-            max_depth: 9,
+            max_depth: 7,
             ..SEARCH
         },
     );
