@@ -162,11 +162,18 @@ impl Hardware for RecordingHardware {
     }
 }
 
+/// What the oracle knows of one client on one device.
 #[derive(Default, Clone, Copy)]
 struct PerDev {
+    /// Told its last event (`remove`, `disassociate`, a `DISCONNECT` vote) until re-added.
     closed: bool,
+    /// Told `RESET`, not yet `RESET_END` / `remove` / `disassociate`.
     open_reset: bool,
+    /// Voted in the open `RESET`: by the callback's return value, or by a `reset_ack`
+    /// the core accepted (before or after the callback was delivered).
     voted: bool,
+    /// A `reset_ack` the core accepted before this client was told the cycle's `RESET`
+    /// (possibly even before its `add` was delivered); consumed by that `RESET`.
     pre_ack: bool,
 }
 
@@ -204,7 +211,16 @@ pub fn check(log: &[Entry], ended: bool) -> Result<(), String> {
                     ));
                 }
                 match what {
-                    What::Add => *s = PerDev::default(),
+                    // A fresh attachment, but an ack the core already took stays: the
+                    // client is a voter from the moment the cycle begins, so its
+                    // `reset_ack` can be accepted before its `add` (queued earlier) is
+                    // delivered; that vote belongs to the `RESET` that follows the `add`.
+                    What::Add => {
+                        *s = PerDev {
+                            pre_ack: s.pre_ack,
+                            ..PerDev::default()
+                        }
+                    }
                     What::Reset(v) => {
                         if s.open_reset {
                             return Err(format!("I4: client {c} told RESET twice at {pos}"));
@@ -222,7 +238,9 @@ pub fn check(log: &[Entry], ended: bool) -> Result<(), String> {
                         s.pre_ack = false;
                     }
                     What::Remove(_) | What::Disassociate => {
+                        // The attachment is over: no earlier ack carries into a later one.
                         s.open_reset = false;
+                        s.pre_ack = false;
                         s.closed = true;
                     }
                     What::Event(_) => {}
