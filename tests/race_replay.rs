@@ -1,21 +1,7 @@
 //! Replays the committed corpora and kept crash files of the race fuzz targets through
 //! the ports' `race::run`, and runs each over bounded seeded random schedules.
 //!
-//! Needs these root dev-dependencies (not added by the testkit, which may not edit the
-//! root manifest):
-//!
-//! ```toml
-//! pnp-lifecycle-windows = { path = "ports/windows", features = ["race"] }
-//! pnp-lifecycle-linux = { path = "ports/linux", features = ["race"] }
-//! pnp-lifecycle-firmware = { path = "ports/firmware", features = ["race"] }
-//! critical-section = { version = "1.2", features = ["std"] }
-//! ```
-//!
-//! Until those are in the root manifest this file compiles to nothing (the two inner
-//! attributes below), so `cargo test` keeps building; delete both lines when adding them.
-
-#![allow(unexpected_cfgs)]
-#![cfg(pnp_race_replay)]
+//! The ports come in as root dev-dependencies with their `race` feature.
 
 use pnp_lifecycle_testkit::rng::SplitMix;
 use std::path::Path;
