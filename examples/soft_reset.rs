@@ -14,6 +14,12 @@ use pnp_lifecycle::*;
 const HCA: DeviceId = DeviceId(0);
 type Hca = Lifecycle<1, 8, 2, { queue_capacity(1, 8) }>;
 
+/// What one input gave: the answer and the outputs drained after it.
+struct Fed {
+    reply: Result<Reply, Error>,
+    outputs: Vec<Output>,
+}
+
 struct Timeline {
     m: Hca,
     step: u32,
@@ -48,7 +54,7 @@ impl Timeline {
     }
 
     /// Feed one input, print it, its answer, its outputs and the state after it.
-    fn feed(&mut self, label: &str, input: Input) -> (Result<Reply, Error>, Vec<Output>) {
+    fn feed(&mut self, label: &str, input: Input) -> Fed {
         self.step += 1;
         let reply = self.m.handle(input);
         let outputs: Vec<Output> = core::iter::from_fn(|| self.m.poll_output()).collect();
@@ -67,12 +73,12 @@ impl Timeline {
             self.m.epoch(HCA).map_or(0, |e| e.0),
             self.m.poll_timeout().map(|t| t.0)
         );
-        (reply, outputs)
+        Fed { reply, outputs }
     }
 
     /// The owner's side of every callback: deliver, then hand the token back.
-    fn return_callbacks(&mut self, outputs: &[Output]) {
-        for o in outputs {
+    fn return_callbacks(&mut self, fed: &Fed) {
+        for o in &fed.outputs {
             if let Output::Notify { client, .. } = o {
                 let who = self.name(*client);
                 self.feed(
@@ -84,7 +90,7 @@ impl Timeline {
     }
 
     fn register(&mut self, name: &'static str, kind: ClientKind) -> ClientHandle {
-        let (reply, _) = self.feed(
+        let Fed { reply, .. } = self.feed(
             &format!("{name} registers ({kind:?})"),
             Input::Register { device: HCA, kind },
         );
@@ -144,7 +150,7 @@ fn main() {
     let uverbs = t.register("uverbs", ClientKind::Untrusted);
 
     println!("\n-- ipoib asks for a soft reset --");
-    let (_, out) = t.feed(
+    let out = t.feed(
         "ipoib: reset_request",
         Input::ResetRequest { client: ipoib },
     );
@@ -165,7 +171,7 @@ fn main() {
         "tick 999 ms: uverbs still silent",
         Input::Tick { now: Tick(999) },
     );
-    let (_, out) = t.feed(
+    let out = t.feed(
         "tick 1000 ms: the deadline",
         Input::Tick { now: Tick(1000) },
     );
@@ -178,7 +184,7 @@ fn main() {
             what: Access::HardwareOp,
         },
     );
-    let (_, out) = t.feed(
+    let out = t.feed(
         "reset worker: hardware reset succeeded",
         Input::ResetDone {
             device: HCA,
@@ -216,7 +222,7 @@ fn main() {
         "ipoib: reset_execute",
         Input::ResetExecute { client: ipoib },
     );
-    let (_, removed) = t.feed("DriverUnload", Input::Unload);
+    let removed = t.feed("DriverUnload", Input::Unload);
     t.feed(
         "srp: reset_execute (too late)",
         Input::ResetExecute { client: srp },
