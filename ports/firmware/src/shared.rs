@@ -26,8 +26,9 @@ pub enum FeedError {
 pub enum IsrOutcome {
     /// Fed to the machine; its outputs wait in the buffer for thread mode.
     Fed(ResetAnswer),
-    /// Accepted with no effect: the device is already failed, vanished or being removed
-    /// (the per-state table ignores a fatal error there).
+    /// Accepted without a reset answer. The core's table gives none today (a fatal error
+    /// on a failed, vanished or removing device is refused); kept so that a table which
+    /// ignored one would be reported as such, not misread as a reset.
     Ignored,
     /// The buffer held thread mode's outputs: the error is latched and thread mode feeds it
     /// once the buffer is empty ([`crate::Firmware::step`]). Repeated latches coalesce,

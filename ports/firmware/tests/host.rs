@@ -286,7 +286,7 @@ fn fatal_interrupt_for_an_unknown_device_or_a_removed_one_is_refused() {
 }
 
 #[test]
-fn fatal_interrupt_on_a_failed_device_is_ignored_not_reported_as_a_reset() {
+fn fatal_interrupt_on_a_failed_device_is_refused_not_reported_as_a_reset() {
     static CELL: ConstStaticCell<Machine> =
         ConstStaticCell::new(Mutex::new(RefCell::new(Shared::new(Config::DEFAULT))));
     let shared = CELL.take();
@@ -315,7 +315,13 @@ fn fatal_interrupt_on_a_failed_device_is_ignored_not_reported_as_a_reset() {
         fw.with_machine(|m| m.phase(DEV)).unwrap(),
         Some(PhaseKind::Failed)
     );
-    assert_eq!(on_fatal_interrupt(shared, DEV), IsrOutcome::Ignored);
+    assert_eq!(
+        on_fatal_interrupt(shared, DEV),
+        IsrOutcome::Refused(Error::InvalidState {
+            phase: PhaseKind::Failed,
+            input: InputKind::FatalError,
+        })
+    );
     assert_eq!(fw.pump(), Ok(0)); // nothing was queued: no reset pulse, no callback
     let (line, _) = fw.into_parts();
     let (mut pin, mut delay) = line.into_parts();
