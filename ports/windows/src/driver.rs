@@ -276,6 +276,8 @@ impl Driver {
 
     /// `DriverUnload`: the core's fence over every device. Blocks until the core emitted
     /// `UnloadMayFinish` and the notification thread and reset worker have exited.
+    /// A client still registered is told `Removed` and waited for: until it unregisters,
+    /// or until [`Self::tick`] passes its detach deadline (the port drives no timer itself).
     pub fn unload(&self) -> Result<(), NtStatus> {
         self.with(PortCore::unload)?;
         let threads = std::mem::take(&mut *lock(&self.inner.threads));
