@@ -134,7 +134,7 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Lifecycle<D
                 if self.outputs.free() < 1 {
                     return Err(Error::OutputBacklog { needed: 1 });
                 }
-                if let Some(token) = token_of(&input) {
+                if let Some(token) = input.token() {
                     self.outputs.push(Output::Complete {
                         device: device_id,
                         token,
@@ -406,19 +406,6 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Lifecycle<D
             Reply::Interface(e) => Ok(e),
             _ => Err(Error::UnknownClient),
         }
-    }
-}
-
-fn token_of(input: &Input) -> Option<RequestToken> {
-    match *input {
-        Input::Start { token, .. }
-        | Input::QueryStop { token, .. }
-        | Input::CancelStop { token, .. }
-        | Input::Stop { token, .. }
-        | Input::QueryRemove { token, .. }
-        | Input::CancelRemove { token, .. }
-        | Input::Remove { token, .. } => Some(token),
-        _ => None,
     }
 }
 

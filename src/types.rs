@@ -397,6 +397,20 @@ impl Input {
         }
     }
 
+    /// The request token of a PnP request input, if it carries one.
+    pub const fn token(&self) -> Option<RequestToken> {
+        match *self {
+            Input::Start { token, .. }
+            | Input::QueryStop { token, .. }
+            | Input::CancelStop { token, .. }
+            | Input::Stop { token, .. }
+            | Input::QueryRemove { token, .. }
+            | Input::CancelRemove { token, .. }
+            | Input::Remove { token, .. } => Some(token),
+            _ => None,
+        }
+    }
+
     /// The device the input concerns, if it concerns one.
     pub const fn device(&self) -> Option<DeviceId> {
         match *self {

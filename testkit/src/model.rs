@@ -383,7 +383,7 @@ impl Model {
             Disposition::Refuse => return Err(Error::InvalidState { phase, input: kind }),
             Disposition::Veto => return Err(Error::Vetoed(VetoReason::ResetInProgress)),
             Disposition::Ignore => {
-                if let Some(token) = token(&input) {
+                if let Some(token) = input.token() {
                     out.push(Output::Complete {
                         device: d,
                         token,
@@ -447,19 +447,6 @@ impl Model {
             dev.unload(&mut cx);
         }
         Ok(Reply::Accepted)
-    }
-}
-
-fn token(input: &Input) -> Option<RequestToken> {
-    match *input {
-        Input::Start { token, .. }
-        | Input::QueryStop { token, .. }
-        | Input::CancelStop { token, .. }
-        | Input::Stop { token, .. }
-        | Input::QueryRemove { token, .. }
-        | Input::CancelRemove { token, .. }
-        | Input::Remove { token, .. } => Some(token),
-        _ => None,
     }
 }
 

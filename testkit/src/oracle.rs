@@ -1027,16 +1027,7 @@ impl Oracle {
 
 /// The (device, token) of a token-bearing input.
 pub fn token_of(input: &Input) -> Option<(DeviceId, u32)> {
-    match *input {
-        Input::Start { device, token }
-        | Input::QueryStop { device, token }
-        | Input::CancelStop { device, token }
-        | Input::Stop { device, token }
-        | Input::QueryRemove { device, token }
-        | Input::CancelRemove { device, token }
-        | Input::Remove { device, token } => Some((device, token.0)),
-        _ => None,
-    }
+    Some((input.device()?, input.token()?.0))
 }
 
 /// The client a client input names.
