@@ -567,9 +567,10 @@ impl<const C: usize, const P: usize> Device<C, P> {
                     }
                 };
             }
-            // Unload waits for the start to report (`start_done` sees `unloading`).
-            Phase::Starting { .. } if token.is_none() => return Ok(()),
-            Phase::Starting { .. } | Phase::Absent => return Err(self.refuse(InputKind::Remove)),
+            // Only unload gets here (the table refuses a PnP remove while starting); it
+            // waits for the start to report (`start_done` sees `unloading`).
+            Phase::Starting { .. } => return Ok(()),
+            Phase::Absent => return Err(self.refuse(InputKind::Remove)),
         };
         self.begin_removal(cx, token, teardown, None, false)
     }
