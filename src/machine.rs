@@ -425,3 +425,149 @@ const fn may_notify(kind: InputKind) -> bool {
             | InputKind::Unload
     )
 }
+
+/// Boundaries the public API cannot reach in a test's lifetime: the last epoch (2^32 reset
+/// cycles) and a queue filled to the brim (every input checks its worst case first). These
+/// tests set that state directly, then drive the machine only through its public inputs.
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic)]
+mod boundaries {
+    use super::*;
+    use crate::{ClientKind, Event, HardwareCommand, RequestToken, ResetResult, StartResult};
+
+    const HCA: DeviceId = DeviceId(0);
+    type Machine = Lifecycle<1, 2, 1, { queue_capacity(1, 2) }>;
+
+    /// Drain, answering every notification.
+    fn drain(m: &mut Machine) -> heapless::Vec<Output, 32> {
+        let mut seen = heapless::Vec::new();
+        while let Some(output) = m.poll_output() {
+            seen.push(output).unwrap();
+        }
+        for output in seen.iter() {
+            if let Output::Notify { client, .. } = *output {
+                m.handle(Input::CallbackDone { client }).unwrap();
+            }
+        }
+        seen
+    }
+
+    fn running_with_one_client() -> (Machine, ClientHandle) {
+        let mut m = Machine::new(Config::DEFAULT);
+        m.handle(Input::AddDevice { device: HCA }).unwrap();
+        m.handle(Input::Start {
+            device: HCA,
+            token: RequestToken(1),
+        })
+        .unwrap();
+        drain(&mut m);
+        m.handle(Input::StartDone {
+            device: HCA,
+            result: StartResult::Started,
+        })
+        .unwrap();
+        drain(&mut m);
+        let (client, _) = m.register(HCA, ClientKind::Trusted).unwrap();
+        (m, client)
+    }
+
+    fn request(m: &mut Machine, client: ClientHandle) -> Result<Reply, Error> {
+        m.handle(Input::ResetRequest { client })
+    }
+
+    fn filler(n: u32) -> Output {
+        Output::Complete {
+            device: HCA,
+            token: RequestToken(1_000 + n),
+            status: Status::Success,
+        }
+    }
+
+    #[test]
+    fn a_reset_that_would_pass_the_last_epoch_is_refused_and_changes_nothing() {
+        let (mut m, client) = running_with_one_client();
+        m.devices[0].epoch = Epoch(u32::MAX);
+        let before = m.clone();
+        assert_eq!(request(&mut m, client), Err(Error::EpochExhausted));
+        assert!(m == before, "a refused reset request changed the machine");
+        assert_eq!(m.poll_output(), None);
+    }
+
+    #[test]
+    fn a_follow_up_that_would_pass_the_last_epoch_is_refused_the_running_cycle_ends() {
+        let (mut m, client) = running_with_one_client();
+        m.devices[0].epoch = Epoch(u32::MAX - 1);
+        assert_eq!(
+            request(&mut m, client),
+            Ok(Reply::Reset(ResetAnswer::Started))
+        );
+        let told = drain(&mut m);
+        assert!(told.contains(&Output::Notify {
+            client,
+            event: Event::Reset
+        }));
+        m.handle(Input::ResetExecute { client }).unwrap();
+        let told = drain(&mut m);
+        assert!(told.contains(&Output::Hardware {
+            device: HCA,
+            command: HardwareCommand::Reset
+        }));
+        // This cycle ends at the last epoch; a follow-up would need one more.
+        let before = m.clone();
+        assert_eq!(request(&mut m, client), Err(Error::EpochExhausted));
+        assert!(m == before, "a refused follow-up changed the machine");
+        m.handle(Input::ResetDone {
+            device: HCA,
+            result: ResetResult::Succeeded,
+        })
+        .unwrap();
+        drain(&mut m);
+        assert_eq!(m.epoch(HCA), Some(Epoch(u32::MAX)));
+        assert_eq!(m.phase(HCA), Some(PhaseKind::Running));
+        assert_eq!(request(&mut m, client), Err(Error::EpochExhausted));
+    }
+
+    #[test]
+    fn an_ignored_input_completes_into_the_last_free_slot_and_is_refused_without_one() {
+        let (mut m, _) = running_with_one_client();
+        let mut n = 0;
+        while m.outputs.free() > 1 {
+            m.outputs.push(filler(n));
+            n += 1;
+        }
+        let cancel = |token| Input::CancelStop {
+            device: HCA,
+            token: RequestToken(token),
+        };
+        // CancelStop while running is ignored: it completes, and needs one slot for that.
+        assert_eq!(m.handle(cancel(7)), Ok(Reply::Accepted));
+        assert_eq!(m.outputs.free(), 0);
+        let before = m.clone();
+        assert_eq!(m.handle(cancel(8)), Err(Error::OutputBacklog { needed: 1 }));
+        assert!(m == before, "a refused ignored input changed the machine");
+        assert_eq!(m.lost_outputs(), 0);
+        let last = m.pending_outputs().last().copied();
+        assert_eq!(
+            last,
+            Some(Output::Complete {
+                device: HCA,
+                token: RequestToken(7),
+                status: Status::Success
+            })
+        );
+    }
+
+    #[test]
+    fn an_output_pushed_into_a_full_queue_is_counted_as_lost() {
+        let (mut m, _) = running_with_one_client();
+        let mut n = 0;
+        while m.outputs.free() > 0 {
+            m.outputs.push(filler(n));
+            n += 1;
+        }
+        assert_eq!(m.lost_outputs(), 0);
+        m.outputs.push(filler(n));
+        assert_eq!(m.lost_outputs(), 1);
+        assert_eq!(m.pending_output_count(), queue_capacity(1, 2));
+    }
+}
