@@ -1599,6 +1599,93 @@ fn a_client_with_too_many_callbacks_in_flight_blocks_notifying_inputs_until_they
 }
 
 #[test]
+fn a_deadline_is_not_passed_while_a_client_it_would_notify_is_backlogged() {
+    let (mut o, c) = running_with(&[ClientKind::Trusted, ClientKind::Untrusted]);
+    o.ok(Input::Bind {
+        client: c[0],
+        ports: PortSet::single(P0),
+    });
+    // The untrusted client asks: the cycle starts at tick 0, its deadline is 1 000.
+    o.ok(Input::ResetRequest { client: c[1] });
+    let deadline = Tick(Config::DEFAULT.untrusted_ack_timeout);
+    assert_eq!(o.m.poll_timeout(), Some(deadline));
+    let states = [LinkState::Init, LinkState::Down];
+    let mut sent = 0;
+    while o
+        .step(Input::LinkChanged {
+            device: DEV,
+            port: P0,
+            state: states[sent % 2],
+        })
+        .0
+        .is_ok()
+    {
+        sent += 1;
+        assert!(sent < 300, "no backlog limit");
+    }
+    // Before the deadline time may pass; at it, revoking would notify a backlogged device.
+    o.ok(Input::Tick {
+        now: Tick(deadline.0 - 1),
+    });
+    o.refused(Input::Tick { now: deadline }, Error::CallbackBacklog);
+    o.return_callbacks(DEV);
+    let outputs = o.ok(Input::Tick { now: deadline });
+    assert!(outputs.contains(&notify(c[1], Event::Revoked)));
+}
+
+#[test]
+fn tick_and_unload_need_room_for_their_worst_case_and_change_nothing_without_it() {
+    let mut m = M::new(Config::DEFAULT);
+    m.handle(Input::AddDevice { device: DEV }).unwrap();
+    m.handle(Input::Start {
+        device: DEV,
+        token: RequestToken(1),
+    })
+    .unwrap();
+    assert_eq!(m.pending_output_count(), 1);
+    let before = m.clone();
+    let needed = u16::try_from(M::DRIVER_INPUT_OUTPUTS).unwrap();
+    for input in [Input::Tick { now: Tick(5) }, Input::Unload] {
+        assert_eq!(m.handle(input), Err(Error::OutputBacklog { needed }));
+        assert_eq!(m, before, "{input:?}");
+    }
+    assert_eq!(m.poll_output(), Some(hw(HardwareCommand::Start)));
+    m.handle(Input::Tick { now: Tick(5) }).unwrap();
+    assert_eq!(m.now(), Tick(5));
+}
+
+#[test]
+fn the_queue_and_the_phase_can_be_inspected_without_changing_them() {
+    let mut m = M::new(Config::DEFAULT);
+    assert_eq!(m.phase_detail(DEV), Some(Phase::Absent));
+    assert_eq!(m.phase_detail(DeviceId(1)), None);
+    m.handle(Input::AddDevice { device: DEV }).unwrap();
+    m.handle(Input::Start {
+        device: DEV,
+        token: RequestToken(3),
+    })
+    .unwrap();
+    m.handle(Input::QueryStop {
+        device: DEV,
+        token: RequestToken(4),
+    })
+    .unwrap_err();
+    assert_eq!(
+        m.phase_detail(DEV),
+        Some(Phase::Starting {
+            token: RequestToken(3)
+        })
+    );
+    let queued: Vec<Output> = m.pending_outputs().copied().collect();
+    assert_eq!(queued, vec![hw(HardwareCommand::Start)]);
+    assert_eq!(m.pending_output_count(), 1);
+    assert_eq!(m.poll_output(), Some(hw(HardwareCommand::Start)));
+    assert_eq!(m.pending_output_count(), 0);
+    assert_eq!(m.pending_outputs().count(), 0);
+    assert_eq!(m.lost_outputs(), 0);
+}
+
+#[test]
 fn time_never_goes_backwards() {
     let mut o = owner();
     o.ok(Input::Tick { now: Tick(10) });
