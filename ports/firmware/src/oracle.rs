@@ -140,7 +140,7 @@ pub fn check(log: &[Record]) -> Result<(), String> {
                     _ => {}
                 }
                 if ok {
-                    if let Some(token) = token_of(&input) {
+                    if let Some(token) = input.token().map(|t| t.0) {
                         if tokens.insert(token, 0).is_some() {
                             return Err(format!("I5: token {token} accepted twice (test bug)"));
                         }
@@ -158,17 +158,4 @@ pub fn check(log: &[Record]) -> Result<(), String> {
         return Err(format!("I4: RESET to {c:?} never answered"));
     }
     Ok(())
-}
-
-fn token_of(input: &Input) -> Option<u32> {
-    match *input {
-        Input::Start { token, .. }
-        | Input::QueryStop { token, .. }
-        | Input::CancelStop { token, .. }
-        | Input::Stop { token, .. }
-        | Input::QueryRemove { token, .. }
-        | Input::CancelRemove { token, .. }
-        | Input::Remove { token, .. } => Some(token.0),
-        _ => None,
-    }
 }
