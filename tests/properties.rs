@@ -61,7 +61,14 @@ fn run(bytes: &[u8], mode: Quiesce) -> Result<usize, String> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+    // A failing case is saved beside this file and replayed first on every later run.
+    #![proptest_config(ProptestConfig {
+        cases: 512,
+        failure_persistence: Some(Box::new(proptest::test_runner::FileFailurePersistence::Direct(
+            "tests/properties.proptest-regressions"
+        ))),
+        ..ProptestConfig::default()
+    })]
 
     #[test]
     fn invariants_hold_and_the_model_agrees_on_random_sequences(
