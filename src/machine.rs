@@ -232,13 +232,15 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Lifecycle<D
         Ok(())
     }
 
-    /// The unload fence: once every device is gone (which implies no client and no
-    /// callback in flight), say so exactly once and take no more inputs.
+    /// The unload fence: once every device is gone, say so exactly once and take no more
+    /// inputs. A device becomes absent only once its registry is drained (no client and no
+    /// callback in flight), so absence is the whole condition.
     fn finish_unload_if_done(&mut self) {
         if self.driver == DriverPhase::Unloading
-            && self.devices.iter().all(|d| {
-                d.phase.kind() == PhaseKind::Absent && d.registry.callbacks_in_flight() == 0
-            })
+            && self
+                .devices
+                .iter()
+                .all(|d| d.phase.kind() == PhaseKind::Absent)
         {
             self.outputs.push(Output::UnloadMayFinish);
             self.driver = DriverPhase::Unloaded;

@@ -56,3 +56,56 @@ impl<const Q: usize> OutputQueue<Q> {
         self.queue.iter()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{DeviceId, HardwareCommand};
+    use core::hash::{Hash, Hasher};
+
+    /// FNV-1a: enough to tell whether the queue's contents reach the hasher.
+    struct Fnv(u64);
+
+    impl Hasher for Fnv {
+        fn finish(&self) -> u64 {
+            self.0
+        }
+        fn write(&mut self, bytes: &[u8]) {
+            for byte in bytes {
+                self.0 = (self.0 ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3);
+            }
+        }
+    }
+
+    fn hash_of(queue: &OutputQueue<4>) -> u64 {
+        let mut hasher = Fnv(0xcbf2_9ce4_8422_2325);
+        queue.hash(&mut hasher);
+        hasher.finish()
+    }
+
+    fn hw(command: HardwareCommand) -> Output {
+        Output::Hardware {
+            device: DeviceId(0),
+            command,
+        }
+    }
+
+    /// The explorer keys its visited set on the machine's hash: queues that differ in
+    /// contents or order must not all collide.
+    #[test]
+    fn the_contents_and_order_of_the_queue_reach_its_hash() {
+        let mut start_then_reset = OutputQueue::<4>::new();
+        start_then_reset.push(hw(HardwareCommand::Start));
+        start_then_reset.push(hw(HardwareCommand::Reset));
+        let mut reset_then_start = OutputQueue::<4>::new();
+        reset_then_start.push(hw(HardwareCommand::Reset));
+        reset_then_start.push(hw(HardwareCommand::Start));
+        let empty = OutputQueue::<4>::new();
+        assert_eq!(
+            hash_of(&start_then_reset),
+            hash_of(&start_then_reset.clone())
+        );
+        assert_ne!(hash_of(&start_then_reset), hash_of(&reset_then_start));
+        assert_ne!(hash_of(&start_then_reset), hash_of(&empty));
+    }
+}

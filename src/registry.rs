@@ -182,10 +182,6 @@ impl<const C: usize> Registry<C> {
             .any(|s| matches!(s.state, ClientState::Active { holding: true, .. }))
     }
 
-    pub(crate) fn callbacks_in_flight(&self) -> u32 {
-        self.slots.iter().map(|s| u32::from(s.callbacks)).sum()
-    }
-
     /// Whether every client has detached: only free and revoked slots, no callback out.
     pub(crate) fn drained(&self) -> bool {
         self.slots.iter().all(|s| {

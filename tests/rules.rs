@@ -1686,6 +1686,80 @@ fn the_queue_and_the_phase_can_be_inspected_without_changing_them() {
 }
 
 #[test]
+fn the_typed_wrappers_return_the_reply_of_their_input() {
+    let mut o = owner();
+    o.started(DEV, false);
+    let m = &mut o.m;
+    let (a, epoch) = m.register(DEV, ClientKind::Trusted).unwrap();
+    let (b, _) = m.register(DEV, ClientKind::Trusted).unwrap();
+    assert_eq!(m.acquire_interface(a), Ok(epoch));
+    assert_eq!(m.reset_request(a), Ok(ResetAnswer::Started));
+    while m.poll_output().is_some() {}
+    assert_eq!(m.reset_request(b), Ok(ResetAnswer::Joined));
+    assert_eq!(m.unregister(b), Ok(Unregistered::Now));
+    while m.poll_output().is_some() {}
+    assert_eq!(m.unregister(b), Ok(Unregistered::Already));
+    // Refusals pass through unchanged.
+    assert_eq!(
+        m.acquire_interface(a),
+        Err(Error::InvalidState {
+            phase: PhaseKind::Quiescing,
+            input: InputKind::AcquireInterface
+        })
+    );
+}
+
+#[test]
+fn a_slot_is_retired_when_its_generation_is_spent_so_no_handle_repeats() {
+    let mut m: Lifecycle<1, 1, 1, { queue_capacity(1, 1) }> = Lifecycle::new(Config::DEFAULT);
+    m.handle(Input::AddDevice { device: DEV }).unwrap();
+    let mut issued = 0u32;
+    let mut last = None;
+    loop {
+        match m.register(DEV, ClientKind::Untrusted) {
+            Ok((client, _)) => {
+                assert_eq!(u32::from(client.generation), issued);
+                assert_eq!(m.unregister(client), Ok(Unregistered::Now));
+                while m.poll_output().is_some() {}
+                issued += 1;
+                last = Some(client);
+            }
+            Err(error) => {
+                assert_eq!(error, Error::RegistryFull);
+                break;
+            }
+        }
+        assert!(issued <= 70_000, "the slot is never retired");
+    }
+    // Generations 0 ..= u16::MAX - 1 were issued; u16::MAX marks the slot spent.
+    assert_eq!(issued, u32::from(u16::MAX));
+    assert_eq!(m.unregister(last.unwrap()), Ok(Unregistered::Already));
+}
+
+#[test]
+fn port_sets_hold_ports_0_to_7_and_nothing_beyond() {
+    let (p2, p7, p8) = (PhysPort(2), PhysPort(7), PhysPort(8));
+    assert_eq!(PortSet::single(p8), PortSet::EMPTY);
+    assert!(!PortSet(u8::MAX).contains(p8));
+    let set = PortSet::single(P0).with(p2).with(p2).with(p7).with(p8);
+    assert_eq!(set, PortSet(0b1000_0101));
+    assert!(set.contains(p2) && set.contains(p7) && !set.contains(P1));
+    assert_eq!(set.len(), 3);
+    assert_eq!(PortSet::EMPTY.len(), 0);
+    assert_eq!(set.iter().collect::<Vec<_>>(), vec![P0, p2, p7]);
+    assert!(PortSet::EMPTY.is_empty() && !set.is_empty());
+}
+
+#[test]
+fn errors_display_their_variant_and_fields() {
+    assert_eq!(
+        Error::OutputBacklog { needed: 9 }.to_string(),
+        "OutputBacklog { needed: 9 }"
+    );
+    assert_eq!(Error::RegistryFull.to_string(), "RegistryFull");
+}
+
+#[test]
 fn time_never_goes_backwards() {
     let mut o = owner();
     o.ok(Input::Tick { now: Tick(10) });
