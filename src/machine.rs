@@ -477,6 +477,16 @@ mod boundaries {
         m.handle(Input::ResetRequest { client })
     }
 
+    /// Queue distinct completions until `free` slots remain; return how many were queued.
+    fn fill_until_free(m: &mut Machine, free: usize) -> u32 {
+        let mut n = 0;
+        while m.outputs.free() > free {
+            m.outputs.push(filler(n));
+            n += 1;
+        }
+        n
+    }
+
     fn filler(n: u32) -> Output {
         Output::Complete {
             device: HCA,
@@ -532,11 +542,7 @@ mod boundaries {
     #[test]
     fn an_ignored_input_completes_into_the_last_free_slot_and_is_refused_without_one() {
         let (mut m, _) = running_with_one_client();
-        let mut n = 0;
-        while m.outputs.free() > 1 {
-            m.outputs.push(filler(n));
-            n += 1;
-        }
+        fill_until_free(&mut m, 1);
         let cancel = |token| Input::CancelStop {
             device: HCA,
             token: RequestToken(token),
@@ -562,11 +568,7 @@ mod boundaries {
     #[test]
     fn an_output_pushed_into_a_full_queue_is_counted_as_lost() {
         let (mut m, _) = running_with_one_client();
-        let mut n = 0;
-        while m.outputs.free() > 0 {
-            m.outputs.push(filler(n));
-            n += 1;
-        }
+        let n = fill_until_free(&mut m, 0);
         assert_eq!(m.lost_outputs(), 0);
         m.outputs.push(filler(n));
         assert_eq!(m.lost_outputs(), 1);

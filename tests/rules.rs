@@ -1572,21 +1572,7 @@ fn a_client_with_too_many_callbacks_in_flight_blocks_notifying_inputs_until_they
         client: c[0],
         ports: PortSet::single(P0),
     });
-    let states = [LinkState::Init, LinkState::Down];
-    let mut sent = 0;
-    loop {
-        let (reply, _) = o.step(Input::LinkChanged {
-            device: DEV,
-            port: P0,
-            state: states[sent % 2],
-        });
-        if reply == Err(Error::CallbackBacklog) {
-            break;
-        }
-        reply.unwrap();
-        sent += 1;
-        assert!(sent < 300, "no backlog limit");
-    }
+    let sent = flood_links_until_backlogged(&mut o);
     assert_eq!(sent, 254);
     // A non-notifying input still works; returning one callback unblocks.
     assert!(o.step(Input::Hold { client: c[0] }).0.is_ok());
@@ -1594,8 +1580,29 @@ fn a_client_with_too_many_callbacks_in_flight_blocks_notifying_inputs_until_they
     o.ok(Input::LinkChanged {
         device: DEV,
         port: P0,
-        state: states[sent % 2],
+        state: LINK_FLIPS[sent % 2],
     });
+}
+
+const LINK_FLIPS: [LinkState; 2] = [LinkState::Init, LinkState::Down];
+
+/// Flip P0's link, never returning a callback, until the device refuses with
+/// `CallbackBacklog`; return how many flips were accepted.
+fn flood_links_until_backlogged(o: &mut Owner<1, 4, 2, { queue_capacity(1, 4) }>) -> usize {
+    let mut sent = 0;
+    loop {
+        let (reply, _) = o.step(Input::LinkChanged {
+            device: DEV,
+            port: P0,
+            state: LINK_FLIPS[sent % 2],
+        });
+        if reply == Err(Error::CallbackBacklog) {
+            return sent;
+        }
+        reply.unwrap();
+        sent += 1;
+        assert!(sent < 300, "no backlog limit");
+    }
 }
 
 #[test]
@@ -1609,20 +1616,7 @@ fn a_deadline_is_not_passed_while_a_client_it_would_notify_is_backlogged() {
     o.ok(Input::ResetRequest { client: c[1] });
     let deadline = Tick(Config::DEFAULT.untrusted_ack_timeout);
     assert_eq!(o.m.poll_timeout(), Some(deadline));
-    let states = [LinkState::Init, LinkState::Down];
-    let mut sent = 0;
-    while o
-        .step(Input::LinkChanged {
-            device: DEV,
-            port: P0,
-            state: states[sent % 2],
-        })
-        .0
-        .is_ok()
-    {
-        sent += 1;
-        assert!(sent < 300, "no backlog limit");
-    }
+    flood_links_until_backlogged(&mut o);
     // Before the deadline time may pass; at it, revoking would notify a backlogged device.
     o.ok(Input::Tick {
         now: Tick(deadline.0 - 1),
