@@ -1544,15 +1544,17 @@ fn a_full_registry_refuses_with_a_typed_error_and_changes_nothing() {
     );
 }
 
-#[test]
-fn an_undrained_queue_refuses_the_next_input_and_changes_nothing() {
+/// A device added and starting, its `Hardware{Start}` left in the queue.
+fn starting_undrained(token: RequestToken) -> M {
     let mut m = M::new(Config::DEFAULT);
     m.handle(Input::AddDevice { device: DEV }).unwrap();
-    m.handle(Input::Start {
-        device: DEV,
-        token: RequestToken(1),
-    })
-    .unwrap();
+    m.handle(Input::Start { device: DEV, token }).unwrap();
+    m
+}
+
+#[test]
+fn an_undrained_queue_refuses_the_next_input_and_changes_nothing() {
+    let mut m = starting_undrained(RequestToken(1));
     let before = m.clone();
     let needed = u16::try_from(M::DEVICE_INPUT_OUTPUTS).unwrap();
     assert_eq!(
@@ -1629,13 +1631,7 @@ fn a_deadline_is_not_passed_while_a_client_it_would_notify_is_backlogged() {
 
 #[test]
 fn tick_and_unload_need_room_for_their_worst_case_and_change_nothing_without_it() {
-    let mut m = M::new(Config::DEFAULT);
-    m.handle(Input::AddDevice { device: DEV }).unwrap();
-    m.handle(Input::Start {
-        device: DEV,
-        token: RequestToken(1),
-    })
-    .unwrap();
+    let mut m = starting_undrained(RequestToken(1));
     assert_eq!(m.pending_output_count(), 1);
     let before = m.clone();
     let needed = u16::try_from(M::DRIVER_INPUT_OUTPUTS).unwrap();
@@ -1650,15 +1646,10 @@ fn tick_and_unload_need_room_for_their_worst_case_and_change_nothing_without_it(
 
 #[test]
 fn the_queue_and_the_phase_can_be_inspected_without_changing_them() {
-    let mut m = M::new(Config::DEFAULT);
-    assert_eq!(m.phase_detail(DEV), Some(Phase::Absent));
-    assert_eq!(m.phase_detail(DeviceId(1)), None);
-    m.handle(Input::AddDevice { device: DEV }).unwrap();
-    m.handle(Input::Start {
-        device: DEV,
-        token: RequestToken(3),
-    })
-    .unwrap();
+    let fresh = M::new(Config::DEFAULT);
+    assert_eq!(fresh.phase_detail(DEV), Some(Phase::Absent));
+    assert_eq!(fresh.phase_detail(DeviceId(1)), None);
+    let mut m = starting_undrained(RequestToken(3));
     m.handle(Input::QueryStop {
         device: DEV,
         token: RequestToken(4),
