@@ -94,6 +94,8 @@ value_type! {
         Starting {
             /// The start request.
             token: RequestToken,
+            /// A fatal error arrived meanwhile: a cycle serves it once the device runs.
+            fatal: bool,
         },
         /// Running, no reset cycle.
         Running,
@@ -111,13 +113,20 @@ value_type! {
             then: AfterReset,
         },
         /// Query stop succeeded.
-        StopPending,
+        StopPending {
+            /// A fatal error arrived meanwhile: the stop absorbs it, or a cycle serves it
+            /// after cancel stop.
+            fatal: bool,
+        },
         /// Stopped; resources released.
         Stopped,
         /// Query remove succeeded.
         RemovePending {
             /// The state cancel remove restores.
             prior: Prior,
+            /// A fatal error arrived meanwhile (only with a running prior): the removal
+            /// absorbs it, or a cycle serves it after cancel remove.
+            fatal: bool,
         },
         /// Failed.
         Failed {
@@ -155,7 +164,7 @@ impl Phase {
             Phase::Running => PhaseKind::Running,
             Phase::Quiescing { .. } => PhaseKind::Quiescing,
             Phase::Executing { .. } => PhaseKind::Executing,
-            Phase::StopPending => PhaseKind::StopPending,
+            Phase::StopPending { .. } => PhaseKind::StopPending,
             Phase::Stopped => PhaseKind::Stopped,
             Phase::RemovePending { .. } => PhaseKind::RemovePending,
             Phase::Failed { .. } => PhaseKind::Failed,
@@ -266,12 +275,13 @@ impl<const C: usize, const P: usize> Device<C, P> {
             Input::CancelRemove { token, .. } => accepted(self.cancel_remove(cx, token)),
             Input::Remove { token, .. } => accepted(self.remove(cx, Some(token))),
             Input::SurpriseRemoval { .. } => accepted(self.surprise_removal(cx)),
-            Input::FatalError { .. } => self.request_reset(cx).map(Reply::Reset),
+            Input::FatalError { .. } => self.fatal_error(cx).map(Reply::Fatal),
             Input::ResetDone { result, .. } => accepted(self.reset_done(cx, result)),
             Input::LinkChanged { port, state, .. } => accepted(self.link_changed(cx, port, state)),
             Input::Register { kind, .. } => self.register(cx, kind),
             Input::Unregister { client } => self.unregister(cx, client).map(Reply::Unregistered),
             Input::CallbackDone { client } => accepted(self.callback_done(cx, client)),
+            Input::FenceDone { client } => accepted(self.fence_done(cx, client)),
             Input::AcquireInterface { client } => self.acquire(client).map(Reply::Interface),
             Input::ResetRequest { client } => {
                 self.registry.active(client)?;
@@ -288,18 +298,72 @@ impl<const C: usize, const P: usize> Device<C, P> {
             } => self
                 .access(client, epoch, what)
                 .map(|()| Reply::AccessGranted),
-            Input::Tick { .. } | Input::Unload => Err(self.refuse(input.kind())),
+            Input::Timeout | Input::Unload => Err(self.refuse(input.kind())),
         }
     }
 
     // ---- notifications -------------------------------------------------------------
 
+    /// Call the client with `event` now if no callback of its is in flight, else keep the
+    /// event in its mailbox (bounded: see `crate::mailbox`).
     fn notify<const Q: usize>(&mut self, cx: &mut Ctx<'_, Q>, index: usize, event: Event) {
-        if let Some(slot) = self.registry.slot_mut(index) {
-            // Room was checked before the input was accepted (see `Registry::backlogged`).
-            slot.callbacks = slot.callbacks.saturating_add(1);
+        let Some(slot) = self.registry.slot_mut(index) else {
+            return;
+        };
+        if slot.callback.is_none() && slot.mailbox.is_empty() {
+            slot.callback = Some(cx.now);
             let client = Registry::<C>::handle(cx.device, index, slot);
             cx.out.push(Output::Notify { client, event });
+        } else {
+            slot.mailbox.put(event);
+        }
+    }
+
+    /// The client's callback returned: hand over its next waiting event, if any.
+    fn deliver_next<const Q: usize>(&mut self, cx: &mut Ctx<'_, Q>, index: usize) {
+        let ports = &self.ports;
+        let Some(slot) = self.registry.slots.get_mut(index) else {
+            return;
+        };
+        let bound = slot.ports;
+        let link_of = |port: PhysPort| {
+            let state = ports.get(usize::from(port.0))?.link;
+            bound
+                .contains(port)
+                .then_some(Event::LinkChanged { port, state })
+        };
+        if let Some(event) = slot.mailbox.take(link_of) {
+            slot.callback = Some(cx.now);
+            let client = Registry::<C>::handle(cx.device, index, slot);
+            cx.out.push(Output::Notify { client, event });
+        }
+    }
+
+    /// Revoke a client: every later call fails, no event but `Revoked` (when `tell`) is
+    /// addressed to it, and if a callback of its is in flight the owner is asked to fence
+    /// it instead ([`Output::Fence`]), which removal then waits for.
+    fn revoke<const Q: usize>(&mut self, cx: &mut Ctx<'_, Q>, index: usize, tell: bool) {
+        let Some(slot) = self.registry.slot_mut(index) else {
+            return;
+        };
+        let newly = matches!(slot.state, ClientState::Active { .. } | ClientState::Removed);
+        let was_voting = slot.is_voting();
+        if newly {
+            warn!("device {} revokes client {}", cx.device.0, index);
+            slot.state = ClientState::Revoked;
+        }
+        slot.mailbox.clear();
+        let fence = slot.callback.is_some() && !slot.fence_requested;
+        if fence {
+            slot.fence_requested = true;
+            let client = Registry::<C>::handle(cx.device, index, slot);
+            cx.out.push(Output::Fence { client });
+        }
+        if was_voting {
+            self.voter_left();
+        }
+        if newly && tell && !fence {
+            self.notify(cx, index, Event::Revoked);
         }
     }
 
@@ -359,7 +423,10 @@ impl<const C: usize, const P: usize> Device<C, P> {
         cx: &mut Ctx<'_, Q>,
         token: RequestToken,
     ) -> Result<(), Error> {
-        self.phase = Phase::Starting { token };
+        self.phase = Phase::Starting {
+            token,
+            fatal: false,
+        };
         cx.hardware(HardwareCommand::Start);
         Ok(())
     }
@@ -374,22 +441,28 @@ impl<const C: usize, const P: usize> Device<C, P> {
             StartResult::Started | StartResult::FailedAfterResources => Resources::Held,
         };
         match self.phase {
-            Phase::Starting { token } => {
+            Phase::Starting { token, fatal } => {
                 let (status, teardown) = match result {
                     StartResult::Started => (Status::Success, Teardown::ShutdownAndRelease),
                     _ => (Status::HardwareFailed, Teardown::of(claimed)),
                 };
                 cx.complete(token, status);
                 if cx.unloading {
+                    answer_deferred_fatal(cx, fatal, CycleOutcome::AbortedByRemove);
                     return self.begin_removal(cx, None, teardown, None, false);
                 }
                 if result == StartResult::Started {
                     self.phase = Phase::Running;
                     let epoch = self.epoch;
                     self.notify_active(cx, Event::DeviceStarted { epoch });
+                    if fatal {
+                        // Rule: a fatal error during start is served as soon as it runs.
+                        self.serve_deferred_fatal(cx);
+                    }
                 } else {
                     self.phase = Phase::Failed { resources: claimed };
                     self.notify_active(cx, Event::DeviceFatal);
+                    answer_deferred_fatal(cx, fatal, CycleOutcome::HardwareFailed);
                 }
                 Ok(())
             }
@@ -430,7 +503,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
     ) -> Result<(), Error> {
         match self.phase {
             Phase::Running => {
-                self.phase = Phase::StopPending;
+                self.phase = Phase::StopPending { fatal: false };
                 cx.complete(token, Status::Success);
                 Ok(())
             }
@@ -443,11 +516,14 @@ impl<const C: usize, const P: usize> Device<C, P> {
         cx: &mut Ctx<'_, Q>,
         token: RequestToken,
     ) -> Result<(), Error> {
-        if self.phase != Phase::StopPending {
+        let Phase::StopPending { fatal } = self.phase else {
             return Err(self.refuse(InputKind::CancelStop));
-        }
+        };
         self.phase = Phase::Running;
         cx.complete(token, Status::Success);
+        if fatal {
+            self.serve_deferred_fatal(cx);
+        }
         Ok(())
     }
 
@@ -456,9 +532,10 @@ impl<const C: usize, const P: usize> Device<C, P> {
         cx: &mut Ctx<'_, Q>,
         token: RequestToken,
     ) -> Result<(), Error> {
-        if self.phase != Phase::StopPending {
+        let Phase::StopPending { fatal } = self.phase else {
             return Err(self.refuse(InputKind::Stop));
-        }
+        };
+        answer_deferred_fatal(cx, fatal, CycleOutcome::FoldedIntoStop);
         self.phase = Phase::Stopped;
         self.notify_active(cx, Event::DeviceStopped);
         cx.hardware(HardwareCommand::Shutdown);
@@ -482,7 +559,10 @@ impl<const C: usize, const P: usize> Device<C, P> {
         if self.registry.any_holding() {
             return Err(Error::Vetoed(VetoReason::ClientHoldsDevice));
         }
-        self.phase = Phase::RemovePending { prior };
+        self.phase = Phase::RemovePending {
+            prior,
+            fatal: false,
+        };
         cx.complete(token, Status::Success);
         Ok(())
     }
@@ -492,7 +572,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
         cx: &mut Ctx<'_, Q>,
         token: RequestToken,
     ) -> Result<(), Error> {
-        let Phase::RemovePending { prior } = self.phase else {
+        let Phase::RemovePending { prior, fatal } = self.phase else {
             return Err(self.refuse(InputKind::CancelRemove));
         };
         self.phase = match prior {
@@ -502,6 +582,9 @@ impl<const C: usize, const P: usize> Device<C, P> {
             Prior::Failed(resources) => Phase::Failed { resources },
         };
         cx.complete(token, Status::Success);
+        if fatal {
+            self.serve_deferred_fatal(cx);
+        }
         Ok(())
     }
 
@@ -513,17 +596,24 @@ impl<const C: usize, const P: usize> Device<C, P> {
     ) -> Result<(), Error> {
         let teardown = match self.phase {
             Phase::Added | Phase::Stopped => Teardown::Nothing,
-            Phase::Running | Phase::StopPending => Teardown::ShutdownAndRelease,
+            Phase::Running => Teardown::ShutdownAndRelease,
+            Phase::StopPending { fatal } => {
+                answer_deferred_fatal(cx, fatal, CycleOutcome::AbortedByRemove);
+                Teardown::ShutdownAndRelease
+            }
             Phase::Quiescing { .. } => {
                 self.set_roles(Role::Idle, false);
                 cx.cycle_finished(CycleOutcome::AbortedByRemove);
                 Teardown::ShutdownAndRelease
             }
-            Phase::RemovePending { prior } => match prior {
-                Prior::Added | Prior::Stopped => Teardown::Nothing,
-                Prior::Running => Teardown::ShutdownAndRelease,
-                Prior::Failed(resources) => Teardown::of(resources),
-            },
+            Phase::RemovePending { prior, fatal } => {
+                answer_deferred_fatal(cx, fatal, CycleOutcome::AbortedByRemove);
+                match prior {
+                    Prior::Added | Prior::Stopped => Teardown::Nothing,
+                    Prior::Running => Teardown::ShutdownAndRelease,
+                    Prior::Failed(resources) => Teardown::of(resources),
+                }
+            }
             Phase::Failed { resources } => Teardown::of(resources),
             Phase::SurpriseRemoved {
                 resources,
@@ -578,11 +668,16 @@ impl<const C: usize, const P: usize> Device<C, P> {
     fn surprise_removal<const Q: usize>(&mut self, cx: &mut Ctx<'_, Q>) -> Result<(), Error> {
         let (resources, in_flight) = match self.phase {
             Phase::Added | Phase::Stopped => (Resources::None, None),
-            Phase::Starting { token } => {
+            Phase::Starting { token, fatal } => {
                 cx.complete(token, Status::DeviceGone);
+                answer_deferred_fatal(cx, fatal, CycleOutcome::AbortedBySurpriseRemoval);
                 (Resources::None, Some(HwOp::Start))
             }
-            Phase::Running | Phase::StopPending => (Resources::Held, None),
+            Phase::Running => (Resources::Held, None),
+            Phase::StopPending { fatal } => {
+                answer_deferred_fatal(cx, fatal, CycleOutcome::AbortedBySurpriseRemoval);
+                (Resources::Held, None)
+            }
             Phase::Quiescing { .. } => {
                 self.set_roles(Role::Idle, false);
                 cx.cycle_finished(CycleOutcome::AbortedBySurpriseRemoval);
@@ -608,11 +703,14 @@ impl<const C: usize, const P: usize> Device<C, P> {
                 }
                 (Resources::Held, Some(HwOp::Reset))
             }
-            Phase::RemovePending { prior } => match prior {
-                Prior::Added | Prior::Stopped => (Resources::None, None),
-                Prior::Running => (Resources::Held, None),
-                Prior::Failed(resources) => (resources, None),
-            },
+            Phase::RemovePending { prior, fatal } => {
+                answer_deferred_fatal(cx, fatal, CycleOutcome::AbortedBySurpriseRemoval);
+                match prior {
+                    Prior::Added | Prior::Stopped => (Resources::None, None),
+                    Prior::Running => (Resources::Held, None),
+                    Prior::Failed(resources) => (resources, None),
+                }
+            }
             Phase::Failed { resources } => (resources, None),
             Phase::Removing {
                 token,
@@ -717,6 +815,69 @@ impl<const C: usize, const P: usize> Device<C, P> {
         self.ports = [Port::UNCONFIGURED; P];
     }
 
+    // ---- fatal errors -------------------------------------------------------------
+
+    /// A catastrophic-error interrupt: a reset request from the driver itself, never lost.
+    fn fatal_error<const Q: usize>(&mut self, cx: &mut Ctx<'_, Q>) -> Result<FatalAnswer, Error> {
+        match self.phase {
+            // Rule: served by a cycle as soon as the state allows.
+            Phase::Running | Phase::Quiescing { .. } => match self.request_reset(cx) {
+                Ok(answer) => Ok(FatalAnswer::Served(answer)),
+                Err(_) => {
+                    // Only an exhausted epoch refuses here: nothing can reset it.
+                    self.fail_exhausted(cx);
+                    Ok(FatalAnswer::DeviceFailed)
+                }
+            },
+            // Rule: folded into the removal under way.
+            Phase::Executing {
+                then: AfterReset::Remove(_),
+            } => Ok(FatalAnswer::FoldedIntoRemoval),
+            Phase::Executing { .. } if cx.unloading => Ok(FatalAnswer::FoldedIntoRemoval),
+            Phase::Executing { .. } => match self.request_reset(cx) {
+                Ok(answer) => Ok(FatalAnswer::Served(answer)),
+                // No follow-up fits in the epoch: the reset in flight serves it.
+                Err(_) => Ok(FatalAnswer::Served(ResetAnswer::Joined)),
+            },
+            // Rule: a pending start, stop or remove defers it; its end answers it.
+            Phase::Starting { ref mut fatal, .. }
+            | Phase::StopPending { ref mut fatal }
+            | Phase::RemovePending {
+                prior: Prior::Running,
+                ref mut fatal,
+            } => {
+                *fatal = true;
+                Ok(FatalAnswer::Deferred)
+            }
+            // Rule: where the hardware is not live, answered with a named reason.
+            Phase::Added
+            | Phase::Stopped
+            | Phase::RemovePending { .. }
+            | Phase::Failed { .. }
+            | Phase::SurpriseRemoved { .. }
+            | Phase::Removing { .. } => Ok(FatalAnswer::HardwareNotLive(self.phase.kind())),
+            Phase::Absent => Err(self.refuse(InputKind::FatalError)),
+        }
+    }
+
+    /// The device runs again after a start, cancel stop or cancel remove that held a fatal
+    /// error: serve it with a cycle now.
+    fn serve_deferred_fatal<const Q: usize>(&mut self, cx: &mut Ctx<'_, Q>) {
+        if self.request_reset(cx).is_err() {
+            self.fail_exhausted(cx);
+            cx.cycle_finished(CycleOutcome::HardwareFailed);
+        }
+    }
+
+    /// A fatal error no cycle can serve (the epoch is exhausted): the device fails.
+    fn fail_exhausted<const Q: usize>(&mut self, cx: &mut Ctx<'_, Q>) {
+        self.set_roles(Role::Idle, false);
+        self.phase = Phase::Failed {
+            resources: Resources::Held,
+        };
+        self.notify_active(cx, Event::DeviceFatal);
+    }
+
     // ---- the reset cycle -----------------------------------------------------------
 
     fn request_reset<const Q: usize>(&mut self, cx: &mut Ctx<'_, Q>) -> Result<ResetAnswer, Error> {
@@ -787,9 +948,14 @@ impl<const C: usize, const P: usize> Device<C, P> {
     ) -> Result<(), Error> {
         let index = self.registry.active(client)?;
         let slot = self.registry.slot_mut(index).ok_or(Error::UnknownClient)?;
-        match &mut slot.state {
-            ClientState::Active { role, .. } if *role == Role::Voting => *role = Role::Acked,
-            _ => return Err(Error::NotVoting),
+        if !slot.is_voting() {
+            return Err(Error::NotVoting);
+        }
+        if slot.mailbox.holds_reset() {
+            return Err(Error::ResetNotDelivered);
+        }
+        if let ClientState::Active { role, .. } = &mut slot.state {
+            *role = Role::Acked;
         }
         self.voter_left();
         self.execute_if_quiesced(cx);
@@ -898,14 +1064,16 @@ impl<const C: usize, const P: usize> Device<C, P> {
         };
         let index = self.registry.free_slot().ok_or(Error::RegistryFull)?;
         let slot = self.registry.slot_mut(index).ok_or(Error::RegistryFull)?;
-        slot.state = ClientState::Active {
-            role,
-            fresh: true,
-            holding: false,
+        *slot = Slot {
+            generation: slot.generation,
+            state: ClientState::Active {
+                role,
+                fresh: true,
+                holding: false,
+            },
+            kind,
+            ..Slot::FREE
         };
-        slot.kind = kind;
-        slot.ports = PortSet::EMPTY;
-        slot.callbacks = 0;
         let client = Registry::<C>::handle(cx.device, index, slot);
         Ok(Reply::Registered {
             client,
@@ -926,16 +1094,16 @@ impl<const C: usize, const P: usize> Device<C, P> {
         if slot.state == ClientState::Unregistered {
             return Ok(Unregistered::Already);
         }
-        if slot.is_voting() {
-            self.voter_left();
-        }
-        let Some(slot) = self.registry.slot_mut(index) else {
-            return Err(Error::UnknownClient);
-        };
-        if slot.callbacks == 0 {
-            self.free_slot(cx, index);
-        } else {
+        let was_voting = slot.is_voting();
+        // Rule: after unregister returns, nothing more is addressed to the client.
+        slot.mailbox.clear();
+        if slot.in_flight() {
             slot.state = ClientState::Unregistered;
+        } else {
+            self.free_slot(cx, index);
+        }
+        if was_voting {
+            self.voter_left();
         }
         self.execute_if_quiesced(cx);
         self.try_finish_removal(cx);
@@ -949,11 +1117,36 @@ impl<const C: usize, const P: usize> Device<C, P> {
     ) -> Result<(), Error> {
         let index = self.registry.current(client)?;
         let slot = self.registry.slot_mut(index).ok_or(Error::UnknownClient)?;
-        if slot.callbacks == 0 {
+        if slot.fence_requested {
+            // Rule: once a fence is asked for, only the fence ends the wait.
+            return Ok(());
+        }
+        if slot.callback.is_none() {
             return Err(Error::NoCallbackInFlight);
         }
-        slot.callbacks -= 1;
-        if slot.callbacks == 0 && slot.state == ClientState::Unregistered {
+        slot.callback = None;
+        if slot.state == ClientState::Unregistered {
+            self.free_slot(cx, index);
+        } else {
+            self.deliver_next(cx, index);
+        }
+        self.try_finish_removal(cx);
+        Ok(())
+    }
+
+    fn fence_done<const Q: usize>(
+        &mut self,
+        cx: &mut Ctx<'_, Q>,
+        client: ClientHandle,
+    ) -> Result<(), Error> {
+        let index = self.registry.current(client)?;
+        let slot = self.registry.slot_mut(index).ok_or(Error::UnknownClient)?;
+        if !slot.fence_requested {
+            return Err(Error::NoFenceRequested);
+        }
+        slot.fence_requested = false;
+        slot.callback = None;
+        if slot.state == ClientState::Unregistered {
             self.free_slot(cx, index);
         }
         self.try_finish_removal(cx);
@@ -1098,95 +1291,120 @@ impl<const C: usize, const P: usize> Device<C, P> {
         Ok(())
     }
 
-    // ---- time and unload ---------------------------------------------------------------
+    // ---- time --------------------------------------------------------------------------
 
-    /// The next tick this device needs, if it waits on a deadline.
+    /// The next time this device needs a [`Input::Timeout`], if it waits on a deadline:
+    /// the one place every deadline is computed (callbacks, `RESET` answers, detach).
     pub(crate) fn next_deadline(&self, config: &Config) -> Option<Tick> {
-        match self.phase {
-            Phase::Quiescing { since, .. } => {
-                let mut next: Option<u64> = None;
-                for slot in self.registry.slots.iter().filter(|s| s.is_voting()) {
-                    let after = match slot.kind {
-                        ClientKind::Untrusted => config.untrusted_ack_timeout,
-                        ClientKind::Trusted => config.trusted_ack_timeout,
-                    };
-                    let at = since.0.saturating_add(after);
-                    next = Some(next.map_or(at, |n| n.min(at)));
-                }
-                next.map(Tick)
+        let mut next: Option<Tick> = None;
+        let mut consider = |at: Tick| next = Some(next.map_or(at, |n: Tick| n.min(at)));
+        for slot in self.registry.slots.iter() {
+            if let (Some(since), false) = (slot.callback, slot.fence_requested) {
+                consider(since.after(config.callback_timeout));
             }
-            Phase::Removing { deadline, .. } => self
-                .registry
-                .slots
-                .iter()
-                .any(|s| s.state == ClientState::Removed)
-                .then_some(deadline),
-            _ => None,
         }
-    }
-
-    pub(crate) fn backlogged(&self) -> bool {
-        self.registry.backlogged()
-    }
-
-    pub(crate) fn tick<const Q: usize>(&mut self, cx: &mut Ctx<'_, Q>) {
         match self.phase {
             Phase::Quiescing { since, .. } => {
-                let now = cx.now.0;
-                let untrusted_due = now >= since.0.saturating_add(cx.config.untrusted_ack_timeout);
-                let trusted_due = now >= since.0.saturating_add(cx.config.trusted_ack_timeout);
-                let mut escalate = false;
+                for slot in self.registry.slots.iter().filter(|s| s.is_voting()) {
+                    consider(since.after(ack_timeout(config, slot.kind)));
+                }
+            }
+            Phase::Removing { deadline, .. } => {
+                if self
+                    .registry
+                    .slots
+                    .iter()
+                    .any(|s| s.state == ClientState::Removed)
+                {
+                    consider(deadline);
+                }
+            }
+            _ => {}
+        }
+        next
+    }
+
+    /// Act on every deadline that `cx.now` has reached.
+    pub(crate) fn on_timeout<const Q: usize>(&mut self, cx: &mut Ctx<'_, Q>) {
+        let now = cx.now;
+        // Rule: a callback past its deadline counts like a missed RESET answer.
+        let mut escalate = false;
+        for index in 0..C {
+            let Some(slot) = self.registry.slot(index) else {
+                continue;
+            };
+            let overran = !slot.fence_requested
+                && slot
+                    .callback
+                    .is_some_and(|since| now >= since.after(cx.config.callback_timeout));
+            if overran {
+                escalate |= slot.kind == ClientKind::Trusted
+                    && slot.is_active()
+                    && cx.config.trusted_policy == TrustedTimeoutPolicy::FailDevice;
+                self.revoke(cx, index, true);
+            }
+        }
+        match self.phase {
+            Phase::Quiescing { since, .. } => {
+                // Rule: a voter that does not answer RESET in time is revoked (or escalates).
                 for index in 0..C {
                     let Some(slot) = self.registry.slot(index) else {
                         continue;
                     };
-                    if !slot.is_voting() {
+                    if !slot.is_voting() || now < since.after(ack_timeout(cx.config, slot.kind)) {
                         continue;
                     }
-                    let revoke = match slot.kind {
-                        ClientKind::Untrusted => untrusted_due,
-                        ClientKind::Trusted if trusted_due => match cx.config.trusted_policy {
-                            TrustedTimeoutPolicy::Revoke => true,
-                            TrustedTimeoutPolicy::FailDevice => {
-                                escalate = true;
-                                false
-                            }
-                        },
-                        ClientKind::Trusted => false,
-                    };
-                    if revoke {
-                        warn!(
-                            "device {} revokes client {} at its deadline",
-                            cx.device.0, index
-                        );
-                        if let Some(slot) = self.registry.slot_mut(index) {
-                            slot.state = ClientState::Revoked;
-                        }
-                        self.voter_left();
-                        self.notify(cx, index, Event::Revoked);
+                    match (slot.kind, cx.config.trusted_policy) {
+                        (ClientKind::Trusted, TrustedTimeoutPolicy::FailDevice) => escalate = true,
+                        _ => self.revoke(cx, index, true),
                     }
-                }
-                if escalate {
-                    self.set_roles(Role::Idle, false);
-                    self.phase = Phase::Failed {
-                        resources: Resources::Held,
-                    };
-                    cx.cycle_finished(CycleOutcome::ClientTimedOut);
-                    self.notify_active(cx, Event::DeviceFatal);
-                } else {
-                    self.execute_if_quiesced(cx);
                 }
             }
-            Phase::Removing { deadline, .. } if cx.now >= deadline => {
-                // `Removed` was their last event: they are fenced without another.
-                for slot in self.registry.slots.iter_mut() {
-                    if slot.state == ClientState::Removed {
-                        slot.state = ClientState::Revoked;
+            Phase::Removing { deadline, .. } if now >= deadline => {
+                // Rule: `Removed` was their last event: they are fenced without another.
+                for index in 0..C {
+                    if self
+                        .registry
+                        .slot(index)
+                        .is_some_and(|s| s.state == ClientState::Removed)
+                    {
+                        self.revoke(cx, index, false);
                     }
                 }
-                self.try_finish_removal(cx);
             }
             _ => {}
         }
+        if escalate && matches!(self.phase, Phase::Running | Phase::Quiescing { .. }) {
+            self.fail_on_timeout(cx);
+        }
+        self.execute_if_quiesced(cx);
+        self.try_finish_removal(cx);
+    }
+
+    /// A trusted client missed a deadline under [`TrustedTimeoutPolicy::FailDevice`].
+    fn fail_on_timeout<const Q: usize>(&mut self, cx: &mut Ctx<'_, Q>) {
+        if matches!(self.phase, Phase::Quiescing { .. }) {
+            cx.cycle_finished(CycleOutcome::ClientTimedOut);
+        }
+        self.set_roles(Role::Idle, false);
+        self.phase = Phase::Failed {
+            resources: Resources::Held,
+        };
+        self.notify_active(cx, Event::DeviceFatal);
+    }
+}
+
+/// How long a voter of `kind` has to answer `RESET`.
+const fn ack_timeout(config: &Config, kind: ClientKind) -> u64 {
+    match kind {
+        ClientKind::Untrusted => config.untrusted_ack_timeout,
+        ClientKind::Trusted => config.trusted_ack_timeout,
+    }
+}
+
+/// Answer a fatal error that a pending start, stop or removal held (if one did).
+fn answer_deferred_fatal<const Q: usize>(cx: &mut Ctx<'_, Q>, fatal: bool, outcome: CycleOutcome) {
+    if fatal {
+        cx.cycle_finished(outcome);
     }
 }

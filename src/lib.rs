@@ -16,13 +16,13 @@
 //!
 //! let mut m: Lifecycle<1, 4, 2, { queue_capacity(1, 4) }> = Lifecycle::new(Config::DEFAULT);
 //! let dev = DeviceId(0);
-//! m.handle(Input::AddDevice { device: dev }).unwrap();
-//! m.handle(Input::Start { device: dev, token: RequestToken(1) }).unwrap();
+//! m.handle(Tick(0), Input::AddDevice { device: dev }).unwrap();
+//! m.handle(Tick(0), Input::Start { device: dev, token: RequestToken(1) }).unwrap();
 //! assert_eq!(
 //!     m.poll_output(),
 //!     Some(Output::Hardware { device: dev, command: HardwareCommand::Start })
 //! );
-//! m.handle(Input::StartDone { device: dev, result: StartResult::Started }).unwrap();
+//! m.handle(Tick(5), Input::StartDone { device: dev, result: StartResult::Started }).unwrap();
 //! assert_eq!(
 //!     m.poll_output(),
 //!     Some(Output::Complete { device: dev, token: RequestToken(1), status: Status::Success })
@@ -39,10 +39,19 @@
 //! * One input queues at most [`Lifecycle::DEVICE_INPUT_OUTPUTS`] outputs (a tick or an
 //!   unload at most [`Lifecycle::DRIVER_INPUT_OUTPUTS`]); the queue is checked for that
 //!   room before the input is accepted ([`Error::OutputBacklog`] otherwise).
+//! * The owner passes its clock with every input; deadlines count from the input that
+//!   started them, and [`Lifecycle::poll_timeout`] says when to feed [`Input::Timeout`].
+//! * A client has at most one callback in flight; later events wait in a bounded
+//!   per-client mailbox where newer link states and device news replace older ones and
+//!   `Removed`/`Revoked` replace everything, so no client can exhaust a capacity.
+//! * A callback that overruns [`Config::callback_timeout`] gets its client revoked and
+//!   fenced ([`Output::Fence`], answered by [`Input::FenceDone`]): nothing waits without
+//!   a deadline.
 //! * A client that registers before start is admitted and told [`Event::DeviceStarted`]
 //!   when the device starts (or [`Event::DeviceFatal`] if the start fails).
 //! * Every client told [`Event::Reset`] is later told exactly one of
-//!   [`Event::ResetEnd`], [`Event::Removed`] or [`Event::Revoked`]. `Removed` and
+//!   [`Event::ResetEnd`], [`Event::Removed`], [`Event::Revoked`] (or fenced), or
+//!   [`Event::DeviceFatal`] after a failed reset. `Removed` and
 //!   `Revoked` are a client's last events: a client that does not detach by the detach
 //!   deadline after `Removed` is revoked silently.
 //! * Driver unload removes every device (a removal with no request token), and emits
@@ -67,6 +76,7 @@ mod fmt;
 mod macros;
 
 mod device;
+mod mailbox;
 mod machine;
 mod queue;
 mod registry;

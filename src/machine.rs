@@ -3,12 +3,13 @@
 use crate::device::{Ctx, Device};
 use crate::queue::OutputQueue;
 use crate::registry::ClientState;
-use crate::table::{disposition, Disposition, InputKind, PhaseKind};
+use crate::table::{disposition, Disposition, PhaseKind};
 use crate::types::*;
 
-/// The most outputs one device input can produce with `clients` client slots: two
-/// notifications a client (`RESET_END` then `RESET`, or `Removed` then `ClientGone`), plus
-/// hardware commands, completions, cycle results and `DeviceRemoved`.
+/// The most outputs one device input can produce with `clients` client slots, whatever the
+/// clients do: two a client (a notification or a fence, then `ClientGone`; a client has at
+/// most one callback in flight, so later events wait in its bounded mailbox), plus hardware
+/// commands, completions, cycle results and `DeviceRemoved`.
 pub const fn outputs_per_device_input(clients: usize) -> usize {
     2 * clients + 8
 }
@@ -40,8 +41,12 @@ value_type! {
         pub state: ClientState,
         /// The ports it bound.
         pub ports: PortSet,
-        /// Its callbacks in flight.
-        pub callbacks_in_flight: u8,
+        /// Whether a callback to it is in flight (at most one is).
+        pub callback_in_flight: bool,
+        /// Events waiting for that callback to return (bounded by construction).
+        pub waiting_events: u8,
+        /// Whether the owner was asked to fence it and has not reported it done.
+        pub fence_requested: bool,
     }
 }
 
@@ -49,9 +54,23 @@ value_type! {
 /// up to `CLIENTS` client slots and `PORTS` physical ports, queueing up to `QUEUE` outputs
 /// (at least [`queue_capacity`]`(DEVICES, CLIENTS)`, checked at compile time).
 ///
-/// Feed inputs with [`handle`](Self::handle) (or the typed methods), drain
-/// [`poll_output`](Self::poll_output) after each, and tick at
-/// [`poll_timeout`](Self::poll_timeout).
+/// # Calling order
+///
+/// * Feed every input with the owner's clock: [`handle`](Self::handle)`(now, input)` (or a
+///   typed method). `now` never goes backwards; every deadline counts from the `now` of the
+///   input that started it.
+/// * Drain [`poll_output`](Self::poll_output) after each input and carry the outputs out
+///   in order: call each [`Output::Notify`] callback outside any lock and report its
+///   return with [`Input::CallbackDone`]; fence each [`Output::Fence`] client and report
+///   [`Input::FenceDone`]; command the hardware and report its completion.
+/// * Ask [`poll_timeout`](Self::poll_timeout) after draining, and feed
+///   [`Input::Timeout`] with `now` when the owner's clock reaches it. An owner that does
+///   only this never sees a deadline shorter than configured.
+///
+/// Only the owner's own failure to drain refuses an input ([`Error::OutputBacklog`]):
+/// nothing a client does (never returning a callback, never answering, never detaching,
+/// a flood of link changes) makes the machine refuse surprise removal, remove, unload, a
+/// timeout, a hardware completion or a fatal error.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Lifecycle<
     const DEVICES: usize,
@@ -102,25 +121,30 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Lifecycle<D
         }
     }
 
-    /// Apply one input. On `Err` nothing changed and nothing was queued; on `Ok` the
-    /// effects are queued for [`poll_output`](Self::poll_output). Every device input first
-    /// meets the per-state table ([`crate::TABLE`]).
-    pub fn handle(&mut self, input: Input) -> Result<Reply, Error> {
-        let result = self.handle_inner(input);
+    /// Apply one input that happened at `now` on the owner's clock. On `Err` nothing
+    /// changed and nothing was queued; on `Ok` the effects are queued for
+    /// [`poll_output`](Self::poll_output). Every device input first meets the per-state
+    /// table ([`crate::TABLE`]).
+    pub fn handle(&mut self, now: Tick, input: Input) -> Result<Reply, Error> {
+        let result = self.handle_inner(now, input);
         if let Err(error) = result {
             debug!("refused {}: {}", input.kind(), error);
         }
         result
     }
 
-    fn handle_inner(&mut self, input: Input) -> Result<Reply, Error> {
+    fn handle_inner(&mut self, now: Tick, input: Input) -> Result<Reply, Error> {
         if self.driver == DriverPhase::Unloaded {
             return Err(Error::Unloaded);
         }
+        // Rule: time never goes backwards; a refused input changes nothing, not even time.
+        if now < self.now {
+            return Err(Error::TimeWentBackwards { last: self.now });
+        }
         let kind = input.kind();
         let device_id = match input {
-            Input::Tick { now } => return self.tick(now).map(|()| Reply::Accepted),
-            Input::Unload => return self.unload().map(|()| Reply::Accepted),
+            Input::Timeout => return self.timeout(now).map(|()| Reply::Accepted),
+            Input::Unload => return self.unload(now).map(|()| Reply::Accepted),
             _ => input.device().ok_or(Error::NoSuchDevice)?,
         };
         let unloading = self.driver == DriverPhase::Unloading;
@@ -141,6 +165,7 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Lifecycle<D
                         status: Status::Success,
                     });
                 }
+                self.now = now;
                 return Ok(Reply::Accepted);
             }
             Disposition::Handle | Disposition::Defer => {}
@@ -151,34 +176,21 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Lifecycle<D
                 needed: u16::try_from(needed).unwrap_or(u16::MAX),
             });
         }
-        if may_notify(kind) && device.backlogged() {
-            return Err(Error::CallbackBacklog);
-        }
         let mut cx = Ctx {
             device: device_id,
-            now: self.now,
+            now,
             config: &self.config,
             unloading,
             out: &mut self.outputs,
         };
         let reply = device.dispatch(&mut cx, input)?;
+        self.now = now;
         self.finish_unload_if_done();
         Ok(reply)
     }
 
-    fn tick(&mut self, now: Tick) -> Result<(), Error> {
-        if now < self.now {
-            return Err(Error::TimeWentBackwards { last: self.now });
-        }
+    fn timeout(&mut self, now: Tick) -> Result<(), Error> {
         self.check_driver_room()?;
-        let config = self.config;
-        if self
-            .devices
-            .iter()
-            .any(|d| d.backlogged() && d.next_deadline(&config).is_some_and(|t| t <= now))
-        {
-            return Err(Error::CallbackBacklog);
-        }
         self.now = now;
         let unloading = self.driver == DriverPhase::Unloading;
         for (index, device) in self.devices.iter_mut().enumerate() {
@@ -189,20 +201,18 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Lifecycle<D
                 unloading,
                 out: &mut self.outputs,
             };
-            device.tick(&mut cx);
+            device.on_timeout(&mut cx);
         }
         self.finish_unload_if_done();
         Ok(())
     }
 
-    fn unload(&mut self) -> Result<(), Error> {
+    fn unload(&mut self, now: Tick) -> Result<(), Error> {
         if self.driver != DriverPhase::Loaded {
             return Err(Error::UnloadAlreadyRequested);
         }
         self.check_driver_room()?;
-        if self.devices.iter().any(Device::backlogged) {
-            return Err(Error::CallbackBacklog);
-        }
+        self.now = now;
         self.driver = DriverPhase::Unloading;
         for (index, device) in self.devices.iter_mut().enumerate() {
             if device.phase.kind() == PhaseKind::Absent {
@@ -210,7 +220,7 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Lifecycle<D
             }
             let mut cx = Ctx {
                 device: DeviceId(u8::try_from(index).unwrap_or(u8::MAX)),
-                now: self.now,
+                now,
                 config: &self.config,
                 unloading: true,
                 out: &mut self.outputs,
@@ -262,13 +272,21 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Lifecycle<D
         self.outputs.len()
     }
 
-    /// Outputs dropped because the queue was full. Room is checked before every input, so
-    /// this stays zero; it exists so tests can prove it.
+    /// Outputs dropped because the queue was full, plus client events that found no room
+    /// in a mailbox. Room is checked before every input and mailboxes are bounded by
+    /// construction, so this stays zero; it exists so tests can prove it.
     pub fn lost_outputs(&self) -> u32 {
-        self.outputs.overflowed()
+        let events: u32 = self
+            .devices
+            .iter()
+            .flat_map(|d| d.registry.slots.iter())
+            .map(|s| u32::from(s.mailbox.overflowed()))
+            .sum();
+        self.outputs.overflowed().saturating_add(events)
     }
 
-    /// When the machine next needs a [`Input::Tick`], if it waits on a deadline.
+    /// When the machine next needs an [`Input::Timeout`], if it waits on a deadline: the
+    /// earliest deadline of any device (a callback, a `RESET` answer, a detach).
     pub fn poll_timeout(&self) -> Option<Tick> {
         if self.driver == DriverPhase::Unloaded {
             return None;
@@ -279,7 +297,7 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Lifecycle<D
             .min()
     }
 
-    /// The last tick seen.
+    /// The `now` of the last input accepted.
     pub fn now(&self) -> Tick {
         self.now
     }
@@ -324,12 +342,7 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Lifecycle<D
     pub fn client(&self, handle: ClientHandle) -> Option<ClientView> {
         let device = self.devices.get(usize::from(handle.device.0))?;
         let slot = device.registry.slot(usize::from(handle.slot))?;
-        (slot.occupied() && slot.generation == handle.generation).then_some(ClientView {
-            kind: slot.kind,
-            state: slot.state,
-            ports: slot.ports,
-            callbacks_in_flight: slot.callbacks,
-        })
+        (slot.occupied() && slot.generation == handle.generation).then(|| view(slot))
     }
 
     /// Every occupied client slot of a device.
@@ -353,12 +366,7 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Lifecycle<D
                                 slot: u8::try_from(i).unwrap_or(u8::MAX),
                                 generation: s.generation,
                             },
-                            ClientView {
-                                kind: s.kind,
-                                state: s.state,
-                                ports: s.ports,
-                                callbacks_in_flight: s.callbacks,
-                            },
+                            view(s),
                         )
                     })
             })
@@ -377,55 +385,58 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Lifecycle<D
     /// Register a client ([`Input::Register`]).
     pub fn register(
         &mut self,
+        now: Tick,
         device: DeviceId,
         kind: ClientKind,
     ) -> Result<(ClientHandle, Epoch), Error> {
-        match self.handle(Input::Register { device, kind })? {
+        match self.handle(now, Input::Register { device, kind })? {
             Reply::Registered { client, epoch } => Ok((client, epoch)),
             _ => Err(Error::UnknownClient),
         }
     }
 
     /// Unregister a client ([`Input::Unregister`]).
-    pub fn unregister(&mut self, client: ClientHandle) -> Result<Unregistered, Error> {
-        match self.handle(Input::Unregister { client })? {
+    pub fn unregister(&mut self, now: Tick, client: ClientHandle) -> Result<Unregistered, Error> {
+        match self.handle(now, Input::Unregister { client })? {
             Reply::Unregistered(u) => Ok(u),
             _ => Err(Error::UnknownClient),
         }
     }
 
     /// Ask for a reset ([`Input::ResetRequest`]).
-    pub fn reset_request(&mut self, client: ClientHandle) -> Result<ResetAnswer, Error> {
-        match self.handle(Input::ResetRequest { client })? {
+    pub fn reset_request(&mut self, now: Tick, client: ClientHandle) -> Result<ResetAnswer, Error> {
+        match self.handle(now, Input::ResetRequest { client })? {
             Reply::Reset(a) => Ok(a),
             _ => Err(Error::UnknownClient),
         }
     }
 
+    /// Report a catastrophic-error interrupt ([`Input::FatalError`]).
+    pub fn fatal_error(&mut self, now: Tick, device: DeviceId) -> Result<FatalAnswer, Error> {
+        match self.handle(now, Input::FatalError { device })? {
+            Reply::Fatal(a) => Ok(a),
+            _ => Err(Error::NoSuchDevice),
+        }
+    }
+
     /// Fetch the current interface ([`Input::AcquireInterface`]).
-    pub fn acquire_interface(&mut self, client: ClientHandle) -> Result<Epoch, Error> {
-        match self.handle(Input::AcquireInterface { client })? {
+    pub fn acquire_interface(&mut self, now: Tick, client: ClientHandle) -> Result<Epoch, Error> {
+        match self.handle(now, Input::AcquireInterface { client })? {
             Reply::Interface(e) => Ok(e),
             _ => Err(Error::UnknownClient),
         }
     }
 }
 
-/// Whether an input of this kind can notify clients (and so needs callback headroom).
-const fn may_notify(kind: InputKind) -> bool {
-    matches!(
-        kind,
-        InputKind::StartDone
-            | InputKind::Stop
-            | InputKind::Remove
-            | InputKind::SurpriseRemoval
-            | InputKind::FatalError
-            | InputKind::ResetDone
-            | InputKind::LinkChanged
-            | InputKind::ResetRequest
-            | InputKind::Tick
-            | InputKind::Unload
-    )
+fn view(slot: &crate::registry::Slot) -> ClientView {
+    ClientView {
+        kind: slot.kind,
+        state: slot.state,
+        ports: slot.ports,
+        callback_in_flight: slot.callback.is_some(),
+        waiting_events: u8::try_from(slot.mailbox.len()).unwrap_or(u8::MAX),
+        fence_requested: slot.fence_requested,
+    }
 }
 
 /// Boundaries the public API cannot reach in a test's lifetime: the last epoch (2^32 reset
@@ -448,7 +459,7 @@ mod boundaries {
         }
         for output in seen.iter() {
             if let Output::Notify { client, .. } = *output {
-                m.handle(Input::CallbackDone { client }).unwrap();
+                m.handle(Tick(0), Input::CallbackDone { client }).unwrap();
             }
         }
         seen
@@ -456,25 +467,25 @@ mod boundaries {
 
     fn running_with_one_client() -> (Machine, ClientHandle) {
         let mut m = Machine::new(Config::DEFAULT);
-        m.handle(Input::AddDevice { device: HCA }).unwrap();
-        m.handle(Input::Start {
+        m.handle(Tick(0), Input::AddDevice { device: HCA }).unwrap();
+        m.handle(Tick(0), Input::Start {
             device: HCA,
             token: RequestToken(1),
         })
         .unwrap();
         drain(&mut m);
-        m.handle(Input::StartDone {
+        m.handle(Tick(0), Input::StartDone {
             device: HCA,
             result: StartResult::Started,
         })
         .unwrap();
         drain(&mut m);
-        let (client, _) = m.register(HCA, ClientKind::Trusted).unwrap();
+        let (client, _) = m.register(Tick(0), HCA, ClientKind::Trusted).unwrap();
         (m, client)
     }
 
     fn request(m: &mut Machine, client: ClientHandle) -> Result<Reply, Error> {
-        m.handle(Input::ResetRequest { client })
+        m.handle(Tick(0), Input::ResetRequest { client })
     }
 
     /// Queue distinct completions until `free` slots remain; return how many were queued.
@@ -518,7 +529,7 @@ mod boundaries {
             client,
             event: Event::Reset
         }));
-        m.handle(Input::ResetExecute { client }).unwrap();
+        m.handle(Tick(0), Input::ResetExecute { client }).unwrap();
         let told = drain(&mut m);
         assert!(told.contains(&Output::Hardware {
             device: HCA,
@@ -528,7 +539,7 @@ mod boundaries {
         let before = m.clone();
         assert_eq!(request(&mut m, client), Err(Error::EpochExhausted));
         assert!(m == before, "a refused follow-up changed the machine");
-        m.handle(Input::ResetDone {
+        m.handle(Tick(0), Input::ResetDone {
             device: HCA,
             result: ResetResult::Succeeded,
         })

@@ -1,12 +1,7 @@
 //! The fixed-capacity client registry of one device.
 
-use crate::types::{ClientHandle, ClientKind, DeviceId, Error, PortSet};
-
-/// Callbacks one client may have in flight. An input that could notify a client already at
-/// `CALLBACK_LIMIT - NOTIFY_PER_INPUT` is refused with [`Error::CallbackBacklog`].
-pub(crate) const CALLBACK_LIMIT: u8 = u8::MAX;
-/// The most notifications one input addresses to one client (`RESET_END` then `RESET`).
-pub(crate) const NOTIFY_PER_INPUT: u8 = 2;
+use crate::mailbox::Mailbox;
+use crate::types::{ClientHandle, ClientKind, DeviceId, Error, PortSet, Tick};
 
 value_type! {
     /// A client's part in the reset cycle.
@@ -40,25 +35,30 @@ value_type! {
         Removed,
         /// Fenced: every call fails; waits for unregister or device removal.
         Revoked,
-        /// Unregistered; waits for its callbacks to come back, then the slot is free.
+        /// Unregistered; waits for its callback in flight to return (or be fenced), then the
+        /// slot is free.
         Unregistered,
     }
 }
 
-value_type! {
-    /// One registry slot. Eight bytes.
-    pub struct Slot {
-        /// The generation of the current or next client of this slot.
-        pub generation: u16,
-        /// The registration's state.
-        pub state: ClientState,
-        /// Trusted or not (meaningless while free).
-        pub kind: ClientKind,
-        /// The ports the client bound.
-        pub ports: PortSet,
-        /// Callbacks to this client in flight.
-        pub callbacks: u8,
-    }
+/// One registry slot.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct Slot {
+    /// The generation of the current or next client of this slot.
+    pub(crate) generation: u16,
+    /// The registration's state.
+    pub(crate) state: ClientState,
+    /// Trusted or not (meaningless while free).
+    pub(crate) kind: ClientKind,
+    /// The ports the client bound.
+    pub(crate) ports: PortSet,
+    /// When the one callback in flight to this client was handed to the owner.
+    pub(crate) callback: Option<Tick>,
+    /// The owner was asked to fence the client ([`crate::Output::Fence`]); only
+    /// [`crate::Input::FenceDone`] ends the wait for what it has in flight.
+    pub(crate) fence_requested: bool,
+    /// Events not yet handed over (at most one callback is in flight).
+    pub(crate) mailbox: Mailbox,
 }
 
 impl Slot {
@@ -67,8 +67,16 @@ impl Slot {
         state: ClientState::Free,
         kind: ClientKind::Trusted,
         ports: PortSet::EMPTY,
-        callbacks: 0,
+        callback: None,
+        fence_requested: false,
+        mailbox: Mailbox::new(),
     };
+
+    /// Whether something of this client's is still in flight that removal must wait for:
+    /// a callback, or a fence the owner has not reported done.
+    pub(crate) const fn in_flight(&self) -> bool {
+        self.callback.is_some() || self.fence_requested
+    }
 
     /// Whether a client occupies the slot (any state but free).
     pub(crate) const fn occupied(&self) -> bool {
@@ -118,7 +126,7 @@ pub(crate) struct Registry<const C: usize> {
 impl<const C: usize> Registry<C> {
     pub(crate) const fn new() -> Self {
         Registry {
-            slots: [Slot::FREE; C],
+            slots: [const { Slot::FREE }; C],
         }
     }
 
@@ -182,17 +190,10 @@ impl<const C: usize> Registry<C> {
             .any(|s| matches!(s.state, ClientState::Active { holding: true, .. }))
     }
 
-    /// Whether every client has detached: only free and revoked slots, no callback out.
+    /// Whether every client has detached: only free and revoked slots, nothing in flight.
     pub(crate) fn drained(&self) -> bool {
         self.slots.iter().all(|s| {
-            s.callbacks == 0 && matches!(s.state, ClientState::Free | ClientState::Revoked)
+            !s.in_flight() && matches!(s.state, ClientState::Free | ClientState::Revoked)
         })
-    }
-
-    /// Whether some occupied client could not take `NOTIFY_PER_INPUT` more callbacks.
-    pub(crate) fn backlogged(&self) -> bool {
-        self.slots
-            .iter()
-            .any(|s| s.occupied() && s.callbacks > CALLBACK_LIMIT - NOTIFY_PER_INPUT)
     }
 }

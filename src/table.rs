@@ -103,8 +103,10 @@ kinds! {
         ReleaseHold,
         /// [`crate::Input::Access`]
         Access,
-        /// [`crate::Input::Tick`] (driver-wide: not in the table)
-        Tick,
+        /// [`crate::Input::FenceDone`]
+        FenceDone,
+        /// [`crate::Input::Timeout`] (driver-wide: not in the table)
+        Timeout,
         /// [`crate::Input::Unload`] (driver-wide: not in the table)
         Unload,
     }
@@ -135,11 +137,11 @@ kinds! {
 pub struct Row {
     /// The state this row describes.
     pub phase: PhaseKind,
-    /// Indexed by `InputKind as usize`, for the device inputs (all but `Tick` and `Unload`).
+    /// Indexed by `InputKind as usize`, for the device inputs (all but `Timeout` and `Unload`).
     pub inputs: [Disposition; DEVICE_INPUTS],
 }
 
-/// How many input kinds the table has a column for: all but `Tick` and `Unload`.
+/// How many input kinds the table has a column for: all but `Timeout` and `Unload`.
 pub const DEVICE_INPUTS: usize = InputKind::COUNT - 2;
 
 use Disposition::{Defer as D, Handle as H, Ignore as I, Refuse as R, Veto as V};
@@ -148,22 +150,22 @@ use Disposition::{Defer as D, Handle as H, Ignore as I, Refuse as R, Veto as V};
 /// AddDevice, ConfigurePort, Start, StartDone, QueryStop, CancelStop, Stop, QueryRemove,
 /// CancelRemove, Remove, SurpriseRemoval, FatalError, ResetDone, LinkChanged, Register,
 /// Unregister, CallbackDone, AcquireInterface, ResetRequest, ResetExecute, Bind, Hold,
-/// ReleaseHold, Access.
+/// ReleaseHold, Access, FenceDone.
 #[rustfmt::skip]
 pub const TABLE: [Row; PhaseKind::COUNT] = [
-    //                                                Add Cfg Sta SDn QSt CSt Stp QRm CRm Rem Spr Fat RDn Lnk Reg Unr CbD Acq RRq REx Bnd Hld Rel Acc
-    Row { phase: PhaseKind::Absent,          inputs: [H,  R,  R,  R,  R,  R,  R,  R,  R,  R,  R,  R,  R,  R,  R,  H,  R,  R,  R,  R,  R,  R,  R,  R] },
-    Row { phase: PhaseKind::Added,           inputs: [R,  H,  H,  R,  R,  I,  R,  H,  I,  H,  H,  R,  R,  H,  H,  H,  H,  R,  R,  R,  H,  H,  H,  R] },
-    Row { phase: PhaseKind::Starting,        inputs: [R,  R,  R,  H,  R,  I,  R,  R,  I,  R,  H,  R,  R,  H,  H,  H,  H,  R,  R,  R,  H,  H,  H,  R] },
-    Row { phase: PhaseKind::Running,         inputs: [R,  R,  R,  R,  H,  I,  R,  H,  I,  H,  H,  H,  R,  H,  H,  H,  H,  H,  H,  R,  H,  H,  H,  H] },
-    Row { phase: PhaseKind::Quiescing,       inputs: [R,  R,  R,  R,  V,  I,  R,  V,  I,  H,  H,  H,  R,  H,  H,  H,  H,  R,  H,  H,  H,  H,  H,  H] },
-    Row { phase: PhaseKind::Executing,       inputs: [R,  R,  R,  R,  V,  I,  R,  V,  I,  D,  H,  H,  H,  H,  H,  H,  H,  R,  H,  R,  H,  H,  H,  R] },
-    Row { phase: PhaseKind::StopPending,     inputs: [R,  R,  R,  R,  R,  H,  H,  R,  I,  H,  H,  R,  R,  H,  H,  H,  H,  R,  R,  R,  H,  H,  H,  R] },
-    Row { phase: PhaseKind::Stopped,         inputs: [R,  R,  H,  R,  R,  I,  R,  H,  I,  H,  H,  R,  R,  H,  H,  H,  H,  R,  R,  R,  H,  H,  H,  R] },
-    Row { phase: PhaseKind::RemovePending,   inputs: [R,  R,  R,  R,  R,  I,  R,  R,  H,  H,  H,  R,  R,  H,  R,  H,  H,  R,  R,  R,  H,  R,  R,  R] },
-    Row { phase: PhaseKind::Failed,          inputs: [R,  R,  R,  R,  R,  I,  R,  H,  I,  H,  H,  R,  R,  H,  R,  H,  H,  R,  R,  R,  H,  R,  H,  R] },
-    Row { phase: PhaseKind::SurpriseRemoved, inputs: [R,  R,  R,  H,  R,  I,  R,  R,  I,  H,  I,  R,  H,  H,  R,  H,  H,  R,  R,  R,  R,  R,  R,  R] },
-    Row { phase: PhaseKind::Removing,        inputs: [R,  R,  R,  H,  R,  I,  R,  R,  I,  H,  H,  R,  H,  H,  R,  H,  H,  R,  R,  R,  R,  R,  R,  R] },
+    //                                                Add Cfg Sta SDn QSt CSt Stp QRm CRm Rem Spr Fat RDn Lnk Reg Unr CbD Acq RRq REx Bnd Hld Rel Acc Fnc
+    Row { phase: PhaseKind::Absent,          inputs: [H,  R,  R,  R,  R,  R,  R,  R,  R,  R,  R,  R,  R,  R,  R,  H,  R,  R,  R,  R,  R,  R,  R,  R,  R] },
+    Row { phase: PhaseKind::Added,           inputs: [R,  H,  H,  R,  R,  I,  R,  H,  I,  H,  H,  H,  R,  H,  H,  H,  H,  R,  R,  R,  H,  H,  H,  R,  H] },
+    Row { phase: PhaseKind::Starting,        inputs: [R,  R,  R,  H,  R,  I,  R,  R,  I,  R,  H,  H,  R,  H,  H,  H,  H,  R,  R,  R,  H,  H,  H,  R,  H] },
+    Row { phase: PhaseKind::Running,         inputs: [R,  R,  R,  R,  H,  I,  R,  H,  I,  H,  H,  H,  R,  H,  H,  H,  H,  H,  H,  R,  H,  H,  H,  H,  H] },
+    Row { phase: PhaseKind::Quiescing,       inputs: [R,  R,  R,  R,  V,  I,  R,  V,  I,  H,  H,  H,  R,  H,  H,  H,  H,  R,  H,  H,  H,  H,  H,  H,  H] },
+    Row { phase: PhaseKind::Executing,       inputs: [R,  R,  R,  R,  V,  I,  R,  V,  I,  D,  H,  H,  H,  H,  H,  H,  H,  R,  H,  R,  H,  H,  H,  R,  H] },
+    Row { phase: PhaseKind::StopPending,     inputs: [R,  R,  R,  R,  R,  H,  H,  R,  I,  H,  H,  H,  R,  H,  H,  H,  H,  R,  R,  R,  H,  H,  H,  R,  H] },
+    Row { phase: PhaseKind::Stopped,         inputs: [R,  R,  H,  R,  R,  I,  R,  H,  I,  H,  H,  H,  R,  H,  H,  H,  H,  R,  R,  R,  H,  H,  H,  R,  H] },
+    Row { phase: PhaseKind::RemovePending,   inputs: [R,  R,  R,  R,  R,  I,  R,  R,  H,  H,  H,  H,  R,  H,  R,  H,  H,  R,  R,  R,  H,  R,  R,  R,  H] },
+    Row { phase: PhaseKind::Failed,          inputs: [R,  R,  R,  R,  R,  I,  R,  H,  I,  H,  H,  H,  R,  H,  R,  H,  H,  R,  R,  R,  H,  R,  H,  R,  H] },
+    Row { phase: PhaseKind::SurpriseRemoved, inputs: [R,  R,  R,  H,  R,  I,  R,  R,  I,  H,  I,  H,  H,  H,  R,  H,  H,  R,  R,  R,  R,  R,  R,  R,  H] },
+    Row { phase: PhaseKind::Removing,        inputs: [R,  R,  R,  H,  R,  I,  R,  R,  I,  H,  H,  H,  H,  H,  R,  H,  H,  R,  R,  R,  R,  R,  R,  R,  H] },
 ];
 
 // Evaluated at compile time: a bad row fails the build, never a running driver.
@@ -177,11 +179,11 @@ const _: () = {
         );
         i += 1;
     }
-    assert!(InputKind::Tick as usize == DEVICE_INPUTS);
+    assert!(InputKind::Timeout as usize == DEVICE_INPUTS);
     assert!(InputKind::Unload as usize == DEVICE_INPUTS + 1);
 };
 
-/// The disposition of `input` in `phase`. Driver-wide inputs (`Tick`, `Unload`) are
+/// The disposition of `input` in `phase`. Driver-wide inputs (`Timeout`, `Unload`) are
 /// always [`Disposition::Handle`] here; the machine refuses them only once unloaded.
 pub fn disposition(phase: PhaseKind, input: InputKind) -> Disposition {
     TABLE

@@ -79,8 +79,46 @@ value_type! {
 }
 
 value_type! {
-    /// A point in time, in ticks of the owner's clock (whatever unit its timeouts use).
+    /// A point in time on the owner's monotonic clock, in the owner's tick unit.
+    ///
+    /// The machine has no clock: the owner passes `now` with every input
+    /// ([`crate::Lifecycle::handle`]), and every deadline counts from the `now` of the input
+    /// that started it. The timeouts in [`Config`] are in the same unit;
+    /// [`Config::DEFAULT`] assumes milliseconds. [`Tick::from_duration`] and
+    /// [`Tick::to_duration`] convert from and to [`core::time::Duration`] for any tick rate
+    /// (an embedded timer at 32,768 Hz, a kernel's jiffies, `std::time::Instant`'s
+    /// nanoseconds).
     pub struct Tick(pub u64);
+}
+
+impl Tick {
+    /// The time `elapsed` after a clock's zero, at `ticks_per_second` (rounded down,
+    /// saturating at `u64::MAX` ticks).
+    pub const fn from_duration(elapsed: core::time::Duration, ticks_per_second: u64) -> Tick {
+        let ticks = elapsed.as_nanos() * ticks_per_second as u128 / 1_000_000_000;
+        Tick(if ticks > u64::MAX as u128 {
+            u64::MAX
+        } else {
+            ticks as u64
+        })
+    }
+
+    /// This time as a [`core::time::Duration`] since the clock's zero, at
+    /// `ticks_per_second` (zero ticks per second gives zero).
+    pub const fn to_duration(self, ticks_per_second: u64) -> core::time::Duration {
+        if ticks_per_second == 0 {
+            return core::time::Duration::ZERO;
+        }
+        let secs = self.0 / ticks_per_second;
+        let rest = self.0 % ticks_per_second;
+        let nanos = (rest as u128 * 1_000_000_000 / ticks_per_second as u128) as u32;
+        core::time::Duration::new(secs, nanos)
+    }
+
+    /// `ticks` later, saturating.
+    pub const fn after(self, ticks: u64) -> Tick {
+        Tick(self.0.saturating_add(ticks))
+    }
 }
 
 value_type! {
@@ -308,9 +346,16 @@ value_type! {
             /// The client.
             client: ClientHandle,
         },
-        /// A callback the owner made for an [`Output::Notify`] has returned.
+        /// A callback the owner made for an [`Output::Notify`] has returned. The client's
+        /// next waiting event, if any, is handed over at once.
         CallbackDone {
             /// The client the notification was addressed to.
+            client: ClientHandle,
+        },
+        /// The owner finished the [`Output::Fence`] it was given for this client: nothing
+        /// the client has in flight can reach the hardware or be called back any more.
+        FenceDone {
+            /// The fenced client.
             client: ClientHandle,
         },
         /// The client fetches the current interface (after `RESET_END`).
@@ -354,11 +399,9 @@ value_type! {
             /// What for.
             what: Access,
         },
-        /// Time has reached `now`. Ticks never go backwards.
-        Tick {
-            /// The current time.
-            now: Tick,
-        },
+        /// The owner's timer fired: the `now` passed with it reached
+        /// [`crate::Lifecycle::poll_timeout`]. Early or spurious timeouts do nothing.
+        Timeout,
         /// Driver unload (DriverUnload, module exit): a fence over every device.
         Unload,
     }
@@ -392,7 +435,8 @@ impl Input {
             Input::Hold { .. } => InputKind::Hold,
             Input::ReleaseHold { .. } => InputKind::ReleaseHold,
             Input::Access { .. } => InputKind::Access,
-            Input::Tick { .. } => InputKind::Tick,
+            Input::FenceDone { .. } => InputKind::FenceDone,
+            Input::Timeout => InputKind::Timeout,
             Input::Unload => InputKind::Unload,
         }
     }
@@ -431,6 +475,7 @@ impl Input {
             | Input::Register { device, .. } => Some(device),
             Input::Unregister { client }
             | Input::CallbackDone { client }
+            | Input::FenceDone { client }
             | Input::AcquireInterface { client }
             | Input::ResetRequest { client }
             | Input::ResetExecute { client }
@@ -438,7 +483,7 @@ impl Input {
             | Input::Hold { client }
             | Input::ReleaseHold { client }
             | Input::Access { client, .. } => Some(client.device),
-            Input::Tick { .. } | Input::Unload => None,
+            Input::Timeout | Input::Unload => None,
         }
     }
 }
@@ -521,6 +566,9 @@ value_type! {
         AbortedByRemove,
         /// The hardware vanished.
         AbortedBySurpriseRemoval,
+        /// A fatal error that arrived while a stop was pending was folded into the stop:
+        /// the hardware was shut down and the restart re-initialises it.
+        FoldedIntoStop,
     }
 }
 
@@ -558,6 +606,15 @@ value_type! {
             /// How it ended.
             outcome: CycleOutcome,
         },
+        /// Fence a revoked client: wait out its callback or hardware access in flight for a
+        /// bounded time, then cut its path to the device (unmap its doorbells, complete its
+        /// outstanding requests) so a late access hits nothing; then feed
+        /// [`Input::FenceDone`]. Removal and unload wait for that, not for the client. The
+        /// client is revoked: no callback is ever addressed to it again.
+        Fence {
+            /// The client.
+            client: ClientHandle,
+        },
         /// A client's slot is free: its registration is over and none of its callbacks is
         /// in flight (a blocking unregister may return).
         ClientGone {
@@ -584,6 +641,26 @@ value_type! {
         Joined,
         /// The cycle is executing: one follow-up cycle is (or was already) scheduled.
         Scheduled,
+    }
+}
+
+value_type! {
+    /// How a fatal error ([`Input::FatalError`]) was taken. It is never lost: a cycle serves
+    /// it, or the stop or removal under way absorbs it, or the answer says why neither can.
+    pub enum FatalAnswer {
+        /// A reset cycle serves it (begun, joined, or scheduled as the follow-up).
+        Served(ResetAnswer),
+        /// A start, query stop or query remove is pending: a cycle serves it once that
+        /// settles, or the stop or removal absorbs it. Either way an
+        /// [`Output::ResetCycleFinished`] answers it.
+        Deferred,
+        /// A removal is under way: it absorbs the error (the hardware is torn down).
+        FoldedIntoRemoval,
+        /// The hardware is not live (added, stopped, failed, vanished or being removed):
+        /// there is nothing to reset.
+        HardwareNotLive(PhaseKind),
+        /// The epoch counter is exhausted, so no cycle can serve it: the device failed.
+        DeviceFailed,
     }
 }
 
@@ -670,13 +747,16 @@ value_type! {
         RemoveInProgress,
         /// No callback to this client is in flight.
         NoCallbackInFlight,
-        /// Too many of this client's callbacks are in flight (255): return some first.
-        CallbackBacklog,
+        /// The owner was not asked to fence this client (or reported it already).
+        NoFenceRequested,
+        /// The client answered a `RESET` it has not been called with yet: its previous
+        /// callback has not returned, so the `RESET` still waits in its mailbox.
+        ResetNotDelivered,
         /// The owner reported a hardware completion with no command of that kind in flight.
         NoHardwareCommandInFlight,
-        /// A tick earlier than the last one.
+        /// An input's `now` is earlier than the last one accepted.
         TimeWentBackwards {
-            /// The last tick.
+            /// The last time accepted.
             last: Tick,
         },
         /// The epoch counter is at its maximum: no more reset cycles.
@@ -713,6 +793,8 @@ value_type! {
         Interface(Epoch),
         /// A reset request was taken.
         Reset(ResetAnswer),
+        /// A fatal error was taken.
+        Fatal(FatalAnswer),
         /// The access may go ahead.
         AccessGranted,
     }
@@ -729,17 +811,21 @@ value_type! {
         pub trusted_policy: TrustedTimeoutPolicy,
         /// Ticks every client has to detach after `Removed` before it is revoked.
         pub detach_timeout: u64,
+        /// Ticks a callback may run before its client is revoked and fenced (for a trusted
+        /// client under [`TrustedTimeoutPolicy::FailDevice`], the device also fails).
+        pub callback_timeout: u64,
     }
 }
 
 impl Config {
     /// Moderate defaults, in milliseconds if the owner ticks in milliseconds: 1 s for
-    /// user space, 10 s for kernel clients (then revoke), 5 s to detach.
+    /// user space, 10 s for kernel clients (then revoke), 5 s to detach, 5 s a callback.
     pub const DEFAULT: Config = Config {
         untrusted_ack_timeout: 1_000,
         trusted_ack_timeout: 10_000,
         trusted_policy: TrustedTimeoutPolicy::Revoke,
         detach_timeout: 5_000,
+        callback_timeout: 5_000,
     };
 }
 

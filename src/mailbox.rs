@@ -1,0 +1,189 @@
+//! A client's mailbox: the events it has not been called with yet.
+//!
+//! A client has at most one callback in flight. Events that arrive meanwhile wait here, and
+//! the mailbox is bounded by construction, whatever the client does:
+//!
+//! * `Removed` and `Revoked` are last events: either replaces everything waiting.
+//! * A link change is remembered as "this port changed" (one bit a port); the client is
+//!   told the port's state as it is when the callback is made, so a newer link state
+//!   replaces an older one.
+//! * Device news (`DeviceStarted`, `DeviceStopped`, `DeviceFatal`) replaces older device
+//!   news: the client learns where the device is now.
+//! * `RESET` and `RESET_END` queue in order. A client cannot answer a `RESET` it has not
+//!   been called with ([`crate::Error::ResetNotDelivered`]), so a second cycle cannot end
+//!   while its `RESET` waits here: at most `RESET_END`, `RESET` and one device news wait,
+//!   three entries ([`EVENTS`]), plus the link bits.
+
+use crate::types::{Event, PhysPort, PortSet};
+use heapless::Vec;
+
+/// Ordered events a mailbox holds besides link changes and the last event (see the
+/// module documentation for why three suffice).
+pub(crate) const EVENTS: usize = 3;
+
+/// The events waiting for one client.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct Mailbox {
+    events: Vec<Event, EVENTS>,
+    links: PortSet,
+    last: Option<Event>,
+    /// Events that found no room. The argument above keeps this zero; the tests prove it.
+    overflowed: u8,
+}
+
+impl Mailbox {
+    pub(crate) const fn new() -> Self {
+        Mailbox {
+            events: Vec::new(),
+            links: PortSet::EMPTY,
+            last: None,
+            overflowed: 0,
+        }
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.events.is_empty() && self.links.is_empty() && self.last.is_none()
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.events.len() + self.links.len() as usize + usize::from(self.last.is_some())
+    }
+
+    pub(crate) const fn overflowed(&self) -> u8 {
+        self.overflowed
+    }
+
+    /// Whether a `RESET` waits here (the client has not been called with it yet).
+    pub(crate) fn holds_reset(&self) -> bool {
+        self.events.contains(&Event::Reset)
+    }
+
+    /// Forget everything waiting (the client unregistered or was fenced).
+    pub(crate) fn clear(&mut self) {
+        self.events.clear();
+        self.links = PortSet::EMPTY;
+        self.last = None;
+    }
+
+    /// Keep `event` for later, coalescing as the module documentation says.
+    pub(crate) fn put(&mut self, event: Event) {
+        if self.last.is_some() {
+            return; // nothing follows a last event
+        }
+        match event {
+            Event::Removed { .. } | Event::Revoked => {
+                self.clear();
+                self.last = Some(event);
+            }
+            Event::LinkChanged { port, .. } => self.links = self.links.with(port),
+            Event::DeviceStarted { .. } | Event::DeviceStopped | Event::DeviceFatal => {
+                self.events.retain(|e| !is_device_news(e));
+                self.push(event);
+            }
+            Event::Reset | Event::ResetEnd { .. } => self.push(event),
+        }
+    }
+
+    fn push(&mut self, event: Event) {
+        if self.events.push(event).is_err() {
+            self.overflowed = self.overflowed.saturating_add(1);
+        }
+    }
+
+    /// The next event to call the client with: ordered events first, then link changes
+    /// (lowest port first, `link_of` giving its state now), then the last event.
+    pub(crate) fn take(
+        &mut self,
+        link_of: impl Fn(PhysPort) -> Option<Event>,
+    ) -> Option<Event> {
+        if !self.events.is_empty() {
+            return Some(self.events.remove(0));
+        }
+        while let Some(port) = self.links.iter().next() {
+            self.links = PortSet(self.links.0 & !PortSet::single(port).0);
+            if let Some(event) = link_of(port) {
+                return Some(event);
+            }
+        }
+        self.last.take()
+    }
+}
+
+const fn is_device_news(event: &Event) -> bool {
+    matches!(
+        event,
+        Event::DeviceStarted { .. } | Event::DeviceStopped | Event::DeviceFatal
+    )
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
+mod tests {
+    use super::*;
+    use crate::types::{Epoch, LinkState};
+
+    fn drain(m: &mut Mailbox, state: LinkState) -> std::vec::Vec<Event> {
+        core::iter::from_fn(|| m.take(|port| Some(Event::LinkChanged { port, state }))).collect()
+    }
+
+    extern crate std;
+
+    #[test]
+    fn a_flood_of_link_changes_leaves_one_entry_a_port_with_the_newest_state() {
+        let mut m = Mailbox::new();
+        for i in 0..1000u32 {
+            let state = if i % 2 == 0 { LinkState::Active } else { LinkState::Down };
+            m.put(Event::LinkChanged {
+                port: PhysPort((i % 2) as u8),
+                state,
+            });
+        }
+        assert_eq!(m.len(), 2);
+        let told = drain(&mut m, LinkState::Armed);
+        assert_eq!(
+            told,
+            [
+                Event::LinkChanged { port: PhysPort(0), state: LinkState::Armed },
+                Event::LinkChanged { port: PhysPort(1), state: LinkState::Armed },
+            ]
+        );
+    }
+
+    #[test]
+    fn removed_and_revoked_replace_everything_and_nothing_follows_them() {
+        let mut m = Mailbox::new();
+        m.put(Event::Reset);
+        m.put(Event::LinkChanged { port: PhysPort(0), state: LinkState::Down });
+        m.put(Event::Removed { surprise: true });
+        m.put(Event::Revoked);
+        m.put(Event::DeviceFatal);
+        assert_eq!(drain(&mut m, LinkState::Down), [Event::Removed { surprise: true }]);
+    }
+
+    #[test]
+    fn device_news_replaces_older_news_and_resets_keep_their_order() {
+        let mut m = Mailbox::new();
+        m.put(Event::ResetEnd { epoch: Epoch(1) });
+        m.put(Event::DeviceStopped);
+        m.put(Event::DeviceStarted { epoch: Epoch(1) });
+        m.put(Event::Reset);
+        assert!(m.holds_reset());
+        m.put(Event::DeviceFatal);
+        assert_eq!(m.overflowed(), 0);
+        assert_eq!(
+            drain(&mut m, LinkState::Down),
+            [Event::ResetEnd { epoch: Epoch(1) }, Event::Reset, Event::DeviceFatal]
+        );
+        assert!(!m.holds_reset());
+    }
+
+    #[test]
+    fn an_event_beyond_the_bound_is_counted_not_lost_silently() {
+        let mut m = Mailbox::new();
+        for _ in 0..EVENTS + 1 {
+            m.put(Event::Reset);
+        }
+        assert_eq!(m.overflowed(), 1);
+        assert_eq!(m.len(), EVENTS);
+    }
+}
