@@ -310,7 +310,8 @@ impl<const C: usize, const P: usize> Device<C, P> {
         let Some(slot) = self.registry.slot_mut(index) else {
             return;
         };
-        if slot.callback.is_none() && slot.mailbox.is_empty() {
+        if (slot.callback.is_none() || planted!(SecondCallbackInFlight)) && slot.mailbox.is_empty()
+        {
             slot.callback = Some(cx.now);
             let client = Registry::<C>::handle(cx.device, index, slot);
             cx.out.push(Output::Notify { client, event });
@@ -346,14 +347,18 @@ impl<const C: usize, const P: usize> Device<C, P> {
         let Some(slot) = self.registry.slot_mut(index) else {
             return;
         };
-        let newly = matches!(slot.state, ClientState::Active { .. } | ClientState::Removed);
+        let newly = matches!(
+            slot.state,
+            ClientState::Active { .. } | ClientState::Removed
+        );
         let was_voting = slot.is_voting();
         if newly {
             warn!("device {} revokes client {}", cx.device.0, index);
             slot.state = ClientState::Revoked;
         }
         slot.mailbox.clear();
-        let fence = slot.callback.is_some() && !slot.fence_requested;
+        let fence =
+            slot.callback.is_some() && !slot.fence_requested && !planted!(NoFenceForStuckCallback);
         if fence {
             slot.fence_requested = true;
             let client = Registry::<C>::handle(cx.device, index, slot);
@@ -539,7 +544,9 @@ impl<const C: usize, const P: usize> Device<C, P> {
         self.phase = Phase::Stopped;
         self.notify_active(cx, Event::DeviceStopped);
         cx.hardware(HardwareCommand::Shutdown);
-        cx.hardware(HardwareCommand::ReleaseResources);
+        if !planted!(StopKeepsResources) {
+            cx.hardware(HardwareCommand::ReleaseResources);
+        }
         cx.complete(token, Status::Success);
         Ok(())
     }
@@ -556,7 +563,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
             Phase::Failed { resources } => Prior::Failed(resources),
             _ => return Err(self.refuse(InputKind::QueryRemove)),
         };
-        if self.registry.any_holding() {
+        if self.registry.any_holding() && !planted!(QueryRemoveIgnoresHold) {
             return Err(Error::Vetoed(VetoReason::ClientHoldsDevice));
         }
         self.phase = Phase::RemovePending {
@@ -846,7 +853,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
                 prior: Prior::Running,
                 ref mut fatal,
             } => {
-                *fatal = true;
+                *fatal = !planted!(LoseDeferredFatal);
                 Ok(FatalAnswer::Deferred)
             }
             // Rule: where the hardware is not live, answered with a named reason.
@@ -933,7 +940,13 @@ impl<const C: usize, const P: usize> Device<C, P> {
     }
 
     fn execute_if_quiesced<const Q: usize>(&mut self, cx: &mut Ctx<'_, Q>) {
-        if matches!(self.phase, Phase::Quiescing { voters: 0, .. }) {
+        let quiesced = match self.phase {
+            Phase::Quiescing { voters, .. } => {
+                voters == 0 || (planted!(ResetWithOneVoterLeft) && voters == 1)
+            }
+            _ => false,
+        };
+        if quiesced {
             self.phase = Phase::Executing {
                 then: AfterReset::Resume,
             };
@@ -1096,7 +1109,9 @@ impl<const C: usize, const P: usize> Device<C, P> {
         }
         let was_voting = slot.is_voting();
         // Rule: after unregister returns, nothing more is addressed to the client.
-        slot.mailbox.clear();
+        if !planted!(NotifyAfterUnregister) {
+            slot.mailbox.clear();
+        }
         if slot.in_flight() {
             slot.state = ClientState::Unregistered;
         } else {
@@ -1125,7 +1140,9 @@ impl<const C: usize, const P: usize> Device<C, P> {
             return Err(Error::NoCallbackInFlight);
         }
         slot.callback = None;
-        if slot.state == ClientState::Unregistered {
+        if slot.state == ClientState::Unregistered
+            && !(planted!(NotifyAfterUnregister) && !slot.mailbox.is_empty())
+        {
             self.free_slot(cx, index);
         } else {
             self.deliver_next(cx, index);
@@ -1299,6 +1316,9 @@ impl<const C: usize, const P: usize> Device<C, P> {
         let mut next: Option<Tick> = None;
         let mut consider = |at: Tick| next = Some(next.map_or(at, |n: Tick| n.min(at)));
         for slot in self.registry.slots.iter() {
+            if planted!(NoCallbackDeadline) {
+                break;
+            }
             if let (Some(since), false) = (slot.callback, slot.fence_requested) {
                 consider(since.after(config.callback_timeout));
             }
@@ -1395,11 +1415,15 @@ impl<const C: usize, const P: usize> Device<C, P> {
 }
 
 /// How long a voter of `kind` has to answer `RESET`.
-const fn ack_timeout(config: &Config, kind: ClientKind) -> u64 {
-    match kind {
+fn ack_timeout(config: &Config, kind: ClientKind) -> u64 {
+    let timeout = match kind {
         ClientKind::Untrusted => config.untrusted_ack_timeout,
         ClientKind::Trusted => config.trusted_ack_timeout,
+    };
+    if planted!(EarlyRevocation) {
+        return timeout / 2;
     }
+    timeout
 }
 
 /// Answer a fatal error that a pending start, stop or removal held (if one did).

@@ -76,8 +76,10 @@ mod fmt;
 mod macros;
 
 mod device;
-mod mailbox;
 mod machine;
+mod mailbox;
+#[cfg(pnp_faults)]
+pub mod planted;
 mod queue;
 mod registry;
 mod table;

@@ -3,7 +3,7 @@
 use crate::device::{Ctx, Device};
 use crate::queue::OutputQueue;
 use crate::registry::ClientState;
-use crate::table::{disposition, Disposition, PhaseKind};
+use crate::table::{disposition, Disposition, InputKind, PhaseKind};
 use crate::types::*;
 
 /// The most outputs one device input can produce with `clients` client slots, whatever the
@@ -151,7 +151,17 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Lifecycle<D
         let index = usize::from(device_id.0);
         let device = self.devices.get_mut(index).ok_or(Error::NoSuchDevice)?;
         let phase = device.phase.kind();
+        if planted!(RefuseSurpriseWhileCallbackRuns)
+            && kind == InputKind::SurpriseRemoval
+            && device.registry.slots.iter().any(|s| s.callback.is_some())
+        {
+            return Err(Error::InvalidState { phase, input: kind });
+        }
+        let planted_admit = planted!(RegisterWhileRemovePending)
+            && kind == InputKind::Register
+            && phase == PhaseKind::RemovePending;
         match disposition(phase, kind) {
+            Disposition::Refuse if planted_admit => {}
             Disposition::Refuse => return Err(Error::InvalidState { phase, input: kind }),
             Disposition::Veto => return Err(Error::Vetoed(VetoReason::ResetInProgress)),
             Disposition::Ignore => {
@@ -468,16 +478,22 @@ mod boundaries {
     fn running_with_one_client() -> (Machine, ClientHandle) {
         let mut m = Machine::new(Config::DEFAULT);
         m.handle(Tick(0), Input::AddDevice { device: HCA }).unwrap();
-        m.handle(Tick(0), Input::Start {
-            device: HCA,
-            token: RequestToken(1),
-        })
+        m.handle(
+            Tick(0),
+            Input::Start {
+                device: HCA,
+                token: RequestToken(1),
+            },
+        )
         .unwrap();
         drain(&mut m);
-        m.handle(Tick(0), Input::StartDone {
-            device: HCA,
-            result: StartResult::Started,
-        })
+        m.handle(
+            Tick(0),
+            Input::StartDone {
+                device: HCA,
+                result: StartResult::Started,
+            },
+        )
         .unwrap();
         drain(&mut m);
         let (client, _) = m.register(Tick(0), HCA, ClientKind::Trusted).unwrap();
@@ -539,10 +555,13 @@ mod boundaries {
         let before = m.clone();
         assert_eq!(request(&mut m, client), Err(Error::EpochExhausted));
         assert!(m == before, "a refused follow-up changed the machine");
-        m.handle(Tick(0), Input::ResetDone {
-            device: HCA,
-            result: ResetResult::Succeeded,
-        })
+        m.handle(
+            Tick(0),
+            Input::ResetDone {
+                device: HCA,
+                result: ResetResult::Succeeded,
+            },
+        )
         .unwrap();
         drain(&mut m);
         assert_eq!(m.epoch(HCA), Some(Epoch(u32::MAX)));

@@ -11,3 +11,15 @@ macro_rules! value_type {
         $vis $kw $name $($rest)*
     };
 }
+
+/// Whether a planted fault is active: always `false` unless built with `--cfg pnp_faults`
+/// (see `planted.rs`), so a shipped build holds no fault code.
+macro_rules! planted {
+    ($fault:ident) => {{
+        #[cfg(pnp_faults)]
+        let on = crate::planted::active(crate::planted::Fault::$fault);
+        #[cfg(not(pnp_faults))]
+        let on = false;
+        on
+    }};
+}

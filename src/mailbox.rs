@@ -92,10 +92,7 @@ impl Mailbox {
 
     /// The next event to call the client with: ordered events first, then link changes
     /// (lowest port first, `link_of` giving its state now), then the last event.
-    pub(crate) fn take(
-        &mut self,
-        link_of: impl Fn(PhysPort) -> Option<Event>,
-    ) -> Option<Event> {
+    pub(crate) fn take(&mut self, link_of: impl Fn(PhysPort) -> Option<Event>) -> Option<Event> {
         if !self.events.is_empty() {
             return Some(self.events.remove(0));
         }
@@ -132,7 +129,11 @@ mod tests {
     fn a_flood_of_link_changes_leaves_one_entry_a_port_with_the_newest_state() {
         let mut m = Mailbox::new();
         for i in 0..1000u32 {
-            let state = if i % 2 == 0 { LinkState::Active } else { LinkState::Down };
+            let state = if i % 2 == 0 {
+                LinkState::Active
+            } else {
+                LinkState::Down
+            };
             m.put(Event::LinkChanged {
                 port: PhysPort((i % 2) as u8),
                 state,
@@ -143,8 +144,14 @@ mod tests {
         assert_eq!(
             told,
             [
-                Event::LinkChanged { port: PhysPort(0), state: LinkState::Armed },
-                Event::LinkChanged { port: PhysPort(1), state: LinkState::Armed },
+                Event::LinkChanged {
+                    port: PhysPort(0),
+                    state: LinkState::Armed
+                },
+                Event::LinkChanged {
+                    port: PhysPort(1),
+                    state: LinkState::Armed
+                },
             ]
         );
     }
@@ -153,11 +160,17 @@ mod tests {
     fn removed_and_revoked_replace_everything_and_nothing_follows_them() {
         let mut m = Mailbox::new();
         m.put(Event::Reset);
-        m.put(Event::LinkChanged { port: PhysPort(0), state: LinkState::Down });
+        m.put(Event::LinkChanged {
+            port: PhysPort(0),
+            state: LinkState::Down,
+        });
         m.put(Event::Removed { surprise: true });
         m.put(Event::Revoked);
         m.put(Event::DeviceFatal);
-        assert_eq!(drain(&mut m, LinkState::Down), [Event::Removed { surprise: true }]);
+        assert_eq!(
+            drain(&mut m, LinkState::Down),
+            [Event::Removed { surprise: true }]
+        );
     }
 
     #[test]
@@ -172,7 +185,11 @@ mod tests {
         assert_eq!(m.overflowed(), 0);
         assert_eq!(
             drain(&mut m, LinkState::Down),
-            [Event::ResetEnd { epoch: Epoch(1) }, Event::Reset, Event::DeviceFatal]
+            [
+                Event::ResetEnd { epoch: Epoch(1) },
+                Event::Reset,
+                Event::DeviceFatal
+            ]
         );
         assert!(!m.holds_reset());
     }

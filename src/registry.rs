@@ -192,8 +192,8 @@ impl<const C: usize> Registry<C> {
 
     /// Whether every client has detached: only free and revoked slots, nothing in flight.
     pub(crate) fn drained(&self) -> bool {
-        self.slots.iter().all(|s| {
-            !s.in_flight() && matches!(s.state, ClientState::Free | ClientState::Revoked)
-        })
+        self.slots
+            .iter()
+            .all(|s| !s.in_flight() && matches!(s.state, ClientState::Free | ClientState::Revoked))
     }
 }

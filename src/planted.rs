@@ -1,0 +1,68 @@
+//! Planted faults in the machine's own decisions, compiled only with `--cfg pnp_faults`
+//! (never in a shipped build). A test selects one fault for the current thread and shows
+//! that the oracle, with the reference model off, catches it. See `tests/planted_faults.rs`.
+
+extern crate std;
+
+use core::cell::Cell;
+
+/// A wrong decision the machine can be made to take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Fault {
+    /// No fault.
+    None,
+    /// A voter's `RESET` deadline counts from half its timeout (revoked too early, I13).
+    EarlyRevocation,
+    /// Surprise removal is refused while a client has a callback in flight (I11).
+    RefuseSurpriseWhileCallbackRuns,
+    /// A fatal error during a pending stop is answered `Deferred` and then forgotten (I8).
+    LoseDeferredFatal,
+    /// Revoking a client whose callback is stuck asks for no fence: removal waits forever
+    /// (I9).
+    NoFenceForStuckCallback,
+    /// `poll_timeout` forgets callback deadlines: nothing wakes the owner (I9).
+    NoCallbackDeadline,
+    /// The hardware reset is commanded with one voter still silent (I3).
+    ResetWithOneVoterLeft,
+    /// A registration is admitted while remove is pending.
+    RegisterWhileRemovePending,
+    /// Query remove is not vetoed while a client holds the device.
+    QueryRemoveIgnoresHold,
+    /// Stop quiesces the hardware but does not release its resources.
+    StopKeepsResources,
+    /// Unregister keeps the client's waiting events, which are then delivered (I1).
+    NotifyAfterUnregister,
+    /// A second callback is handed out while one is in flight (I11's bound).
+    SecondCallbackInFlight,
+}
+
+impl Fault {
+    /// Every planted fault.
+    pub const ALL: &'static [Fault] = &[
+        Fault::EarlyRevocation,
+        Fault::RefuseSurpriseWhileCallbackRuns,
+        Fault::LoseDeferredFatal,
+        Fault::NoFenceForStuckCallback,
+        Fault::NoCallbackDeadline,
+        Fault::ResetWithOneVoterLeft,
+        Fault::RegisterWhileRemovePending,
+        Fault::QueryRemoveIgnoresHold,
+        Fault::StopKeepsResources,
+        Fault::NotifyAfterUnregister,
+        Fault::SecondCallbackInFlight,
+    ];
+}
+
+std::thread_local! {
+    static ACTIVE: Cell<Fault> = const { Cell::new(Fault::None) };
+}
+
+/// Plant `fault` for every machine used on this thread (`Fault::None` removes it).
+pub fn plant(fault: Fault) {
+    ACTIVE.with(|a| a.set(fault));
+}
+
+/// Whether `fault` is planted on this thread.
+pub fn active(fault: Fault) -> bool {
+    ACTIVE.with(|a| a.get() == fault)
+}
