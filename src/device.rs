@@ -1140,9 +1140,8 @@ impl<const C: usize, const P: usize> Device<C, P> {
             return Err(Error::NoCallbackInFlight);
         }
         slot.callback = None;
-        if slot.state == ClientState::Unregistered
-            && !(planted!(NotifyAfterUnregister) && !slot.mailbox.is_empty())
-        {
+        let deliver_anyway = planted!(NotifyAfterUnregister) && !slot.mailbox.is_empty();
+        if slot.state == ClientState::Unregistered && !deliver_anyway {
             self.free_slot(cx, index);
         } else {
             self.deliver_next(cx, index);
@@ -1329,15 +1328,14 @@ impl<const C: usize, const P: usize> Device<C, P> {
                     consider(since.after(ack_timeout(config, slot.kind)));
                 }
             }
-            Phase::Removing { deadline, .. } => {
+            Phase::Removing { deadline, .. }
                 if self
                     .registry
                     .slots
                     .iter()
-                    .any(|s| s.state == ClientState::Removed)
-                {
-                    consider(deadline);
-                }
+                    .any(|s| s.state == ClientState::Removed) =>
+            {
+                consider(deadline);
             }
             _ => {}
         }
