@@ -76,6 +76,7 @@ mod fmt;
 mod macros;
 
 mod device;
+mod display;
 mod machine;
 mod mailbox;
 #[cfg(pnp_faults)]

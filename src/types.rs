@@ -769,12 +769,6 @@ value_type! {
     }
 }
 
-impl core::fmt::Display for Error {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        core::fmt::Debug::fmt(self, f)
-    }
-}
-
 value_type! {
     /// The synchronous answer to an accepted input; see [`crate::Lifecycle::handle`].
     pub enum Reply {
