@@ -30,11 +30,17 @@ const DEV: DeviceId = DeviceId(0);
 static MACHINE: ConstStaticCell<Machine> =
     ConstStaticCell::new(Mutex::new(RefCell::new(Shared::new(Config::DEFAULT))));
 static ISR_LINK: IsrLink<Machine> = IsrLink::new();
+static BOOT: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+
+/// The platform's monotonic timer (a SysTick counter on the target): ms since boot.
+fn millis() -> Tick {
+    Tick::from_duration(BOOT.get_or_init(std::time::Instant::now).elapsed(), 1_000)
+}
 
 /// The catastrophic-error interrupt handler.
 fn hca_catastrophic_irq() {
     if let Some(shared) = ISR_LINK.get() {
-        let outcome = on_fatal_interrupt(shared, DEV);
+        let outcome = on_fatal_interrupt(shared, DEV, millis);
         println!("  [ISR ] catastrophic error -> Input::FatalError: {outcome:?}");
     }
 }
@@ -65,6 +71,13 @@ impl DelayNs for PrintDelay {
 /// Client callbacks, printed, recorded for the oracle.
 struct Clients(RecordingBoard);
 impl Board for Clients {
+    fn now(&mut self) -> Tick {
+        millis()
+    }
+    fn fence(&mut self, client: ClientHandle) {
+        println!("  [MASK] client {} path masked", client.slot);
+        self.0.fence(client);
+    }
     fn notify(&mut self, client: ClientHandle, event: Event) {
         println!("  [CB  ] client {} <- {event:?}", client.slot);
         self.0.notify(client, event);

@@ -14,9 +14,22 @@ use crate::shared::{FeedError, Shared};
 /// The board's side of the machine's outputs. Every method is called from thread mode,
 /// outside any critical section.
 pub trait Board {
+    /// The platform's time now (a monotonic timer, in the unit of the machine's
+    /// [`pnp_lifecycle::Config`]). Read inside the critical section for every input thread
+    /// mode feeds, so every input carries the time it is fed at.
+    fn now(&mut self) -> Tick;
+
     /// A client callback ([`Output::Notify`]). When it returns the port feeds
     /// [`Input::CallbackDone`].
     fn notify(&mut self, client: ClientHandle, event: Event);
+
+    /// Fence a revoked client ([`Output::Fence`]): mask its path to the hardware (its
+    /// doorbell page, DMA window, interrupt line), so nothing it left behind can reach the
+    /// device. Must not block. Its callbacks are already cut off by the port (none is made
+    /// after this); the port then feeds [`Input::FenceDone`].
+    fn fence(&mut self, client: ClientHandle) {
+        let _ = client;
+    }
 
     /// Claim resources and start the hardware ([`HardwareCommand::Start`]); the answer is
     /// fed as [`Input::StartDone`].
@@ -163,16 +176,22 @@ where
     /// Feed an input without acting on anything: [`PortError::Backlog`] if the buffer lacks
     /// room (the stepwise form, for cooperative schedulers and harnesses).
     pub fn submit(&mut self, input: Input) -> Result<Reply, PortError<R::Error>> {
-        match self.shared.lock(|s| s.feed(input))? {
+        match self.feed_now(input)? {
             Ok(reply) => Ok(reply),
             Err(FeedError::Backlog { needed }) => Err(PortError::Backlog { needed }),
             Err(FeedError::Refused(error)) => Err(PortError::Refused(error)),
         }
     }
 
-    /// A tick at `now`.
-    pub fn tick(&mut self, now: Tick) -> Result<Reply, PortError<R::Error>> {
-        self.input(Input::Tick { now })
+    /// The timer fired: feed [`Input::Timeout`] at the board's `now` (due once the clock
+    /// reaches [`poll_timeout`](Self::poll_timeout); early is harmless).
+    pub fn timeout(&mut self) -> Result<Reply, PortError<R::Error>> {
+        self.input(Input::Timeout)
+    }
+
+    fn feed_now(&mut self, input: Input) -> Result<Result<Reply, FeedError>, Busy> {
+        let board = &mut self.board;
+        self.shared.lock(|s| s.feed(board.now(), input))
     }
 
     /// Act on everything buffered, feed every completion and every latched fatal error,
@@ -208,7 +227,7 @@ where
     /// on the oldest buffered output, else replay a latched fatal error.
     pub fn step(&mut self) -> Result<Step, PortError<R::Error>> {
         if let Some(&input) = self.owed.front() {
-            match self.shared.lock(|s| s.feed(input))? {
+            match self.feed_now(input)? {
                 Ok(_) => {
                     self.owed.pop_front();
                     return Ok(Step::Fed(input));
@@ -230,7 +249,7 @@ where
         if let Some(&input) = self.owed.front() {
             // The buffer is empty now (an interrupt may have emptied it since the first
             // try only under the planted fault), so the completion fits.
-            return match self.shared.lock(|s| s.feed(input))? {
+            return match self.feed_now(input)? {
                 Ok(_) => {
                     self.owed.pop_front();
                     Ok(Step::Fed(input))
@@ -242,7 +261,8 @@ where
                 Err(FeedError::Backlog { .. }) => Err(PortError::Stalled),
             };
         }
-        if let Some((device, result)) = self.shared.lock(Shared::replay_latched)? {
+        let board = &mut self.board;
+        if let Some((device, result)) = self.shared.lock(|s| s.replay_latched(board.now()))? {
             return Ok(Step::ReplayedFatal(device, result));
         }
         Ok(Step::Idle)
@@ -292,6 +312,20 @@ where
                     Ok(())
                 }
             },
+            Output::Fence { client } => {
+                // Its callback, if made, has returned (thread mode makes them); the one
+                // still owed is superseded by the fence.
+                let mut kept: Deque<Input, Q> = Deque::new();
+                while let Some(input) = self.owed.pop_front() {
+                    if input != (Input::CallbackDone { client }) {
+                        // Cannot fail: `kept` holds no more than `owed` did.
+                        let _ = kept.push_back(input);
+                    }
+                }
+                self.owed = kept;
+                self.board.fence(client);
+                self.owe(Input::FenceDone { client })
+            }
             Output::Complete { .. }
             | Output::ResetCycleFinished { .. }
             | Output::ClientGone { .. }
@@ -313,7 +347,7 @@ where
         self.owed.len()
     }
 
-    /// When the machine next needs a tick.
+    /// When the machine next needs [`timeout`](Self::timeout).
     pub fn poll_timeout(&self) -> Result<Option<Tick>, Busy> {
         self.shared.lock(|s| s.machine().poll_timeout())
     }

@@ -35,6 +35,9 @@
 //!
 //! struct Clients;
 //! impl Board for Clients {
+//!     fn now(&mut self) -> pnp_lifecycle::Tick {
+//!         pnp_lifecycle::Tick(0) // the board's monotonic timer, in ms
+//!     }
 //!     fn notify(&mut self, _client: pnp_lifecycle::ClientHandle, _event: pnp_lifecycle::Event) {}
 //! }
 //!

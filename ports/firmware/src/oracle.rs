@@ -107,6 +107,13 @@ pub fn check(log: &[Record]) -> Result<(), String> {
                     Output::DeviceRemoved { device } => {
                         no_reset.insert(device, "removal");
                     }
+                    Output::Fence { client } => {
+                        // A fenced client counts as revoked (I4 as revised): nothing more
+                        // is addressed to it.
+                        let t = clients.entry(client).or_default();
+                        t.open_reset = false;
+                        t.finished = true;
+                    }
                     Output::UnloadMayFinish => unload_done = true,
                     Output::ResetCycleFinished { .. } => {}
                 }

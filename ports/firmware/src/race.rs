@@ -9,9 +9,12 @@ use std::format;
 use std::string::String;
 use std::vec::Vec;
 
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
 use pnp_lifecycle::{
     queue_capacity, ClientHandle, ClientKind, Config, DeviceId, DriverPhase, Event, Input, Output,
-    PhaseKind, Reply, RequestToken, TrustedTimeoutPolicy,
+    PhaseKind, Reply, RequestToken, Tick, TrustedTimeoutPolicy,
 };
 
 use crate::lock::{Busy, Lock};
@@ -27,6 +30,23 @@ pub enum Behaviour {
     Silent,
 }
 
+/// A simulated monotonic timer shared by thread mode and the interrupt: it moves only when
+/// told to (never backwards).
+#[derive(Debug, Clone, Default)]
+pub struct SimClock(Arc<AtomicU64>);
+
+impl SimClock {
+    /// The time now.
+    pub fn now(&self) -> Tick {
+        Tick(self.0.load(Ordering::SeqCst))
+    }
+
+    /// Move to `now` (an earlier value is ignored).
+    pub fn set(&self, now: Tick) {
+        self.0.fetch_max(now.0, Ordering::SeqCst);
+    }
+}
+
 /// A [`Board`] that records every output (for the [`crate::oracle`]), every client's events
 /// in order, and queues each client's answer for whoever plays the clients.
 #[derive(Debug, Default)]
@@ -39,9 +59,25 @@ pub struct RecordingBoard {
     pub reactions: VecDeque<Input>,
     /// How each client answers (absent: cooperative).
     pub behaviour: BTreeMap<ClientHandle, Behaviour>,
+    /// The platform timer.
+    pub clock: SimClock,
+    /// Clients whose path the board masked ([`Board::fence`]), in order.
+    pub fenced: Vec<ClientHandle>,
 }
 
 impl Board for RecordingBoard {
+    fn now(&mut self) -> Tick {
+        self.clock.now()
+    }
+
+    fn fence(&mut self, client: ClientHandle) {
+        self.fenced.push(client);
+        // A fenced client is done with the device: it detaches.
+        self.reactions
+            .retain(|r| !matches!(r, Input::ResetExecute { client: c } if *c == client));
+        self.reactions.push_back(Input::Unregister { client });
+    }
+
     fn notify(&mut self, client: ClientHandle, event: Event) {
         self.events.entry(client).or_default().push(event);
         let behaviour = self
@@ -129,6 +165,7 @@ pub const RACE_CONFIG: Config = Config {
     trusted_ack_timeout: 20,
     trusted_policy: TrustedTimeoutPolicy::Revoke,
     detach_timeout: 10,
+    callback_timeout: 15,
 };
 
 const DEV: DeviceId = DeviceId(0);
@@ -304,7 +341,8 @@ impl Actors<'_, '_> {
         }
         let timeout = self.fw.poll_timeout().map_err(|_| "busy")?;
         if let Some(now) = timeout {
-            let result = self.fw.submit(Input::Tick { now });
+            self.fw.board().clock.set(now);
+            let result = self.fw.submit(Input::Timeout);
             return match result {
                 Ok(_) | Err(PortError::Backlog { .. }) => Ok(true),
                 Err(e) => Err(format!("tick: {e:?}")),
@@ -335,7 +373,8 @@ impl Actors<'_, '_> {
             return false;
         }
         *self.isr_fired += 1;
-        let _ = on_fatal_interrupt(self.lock, DEV);
+        let clock = self.fw.board().clock.clone();
+        let _ = on_fatal_interrupt(self.lock, DEV, || clock.now());
         true
     }
 }

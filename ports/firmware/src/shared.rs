@@ -2,7 +2,7 @@
 //! outputs are drained into, and the fatal errors an interrupt had to latch.
 
 use heapless::Deque;
-use pnp_lifecycle::{Config, DeviceId, Error, Input, Lifecycle, Output, Reply, ResetAnswer};
+use pnp_lifecycle::{Config, DeviceId, Error, FatalAnswer, Input, Lifecycle, Output, Reply, Tick};
 
 use crate::lock::Lock;
 
@@ -24,17 +24,19 @@ pub enum FeedError {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum IsrOutcome {
-    /// Fed to the machine; its outputs wait in the buffer for thread mode.
-    Fed(ResetAnswer),
-    /// Accepted without a reset answer. The core's table gives none today (a fatal error
-    /// on a failed, vanished or removing device is refused); kept so that a table which
-    /// ignored one would be reported as such, not misread as a reset.
+    /// Fed to the machine, with its answer (served by a cycle, deferred, folded into a
+    /// removal, or why the hardware is not live); its outputs wait in the buffer for
+    /// thread mode. The answer is also kept ([`Shared::last_fatal_answer`]).
+    Fed(FatalAnswer),
+    /// Accepted with a reply that is not a [`Reply::Fatal`] (the core never gives one; kept
+    /// so that it would be reported as such, not misread).
     Ignored,
     /// The buffer held thread mode's outputs: the error is latched and thread mode feeds it
     /// once the buffer is empty ([`crate::Firmware::step`]). Repeated latches coalesce,
     /// as reset requests do in the machine.
     Latched,
-    /// The machine refused it (a device that is stopped, failed, removing...).
+    /// The machine refused it (only the driver's own state can: unloaded, no such
+    /// device). The refusal is kept ([`Shared::last_fatal_answer`]).
     Refused(Error),
     /// The device id is beyond the machine's `DEVICES`.
     NoSuchDevice,
@@ -69,6 +71,7 @@ pub struct Shared<const D: usize, const C: usize, const P: usize, const Q: usize
     machine: Lifecycle<D, C, P, Q>,
     pending: Deque<Output, Q>,
     latched: [bool; D],
+    answers: [Option<Result<FatalAnswer, Error>>; D],
     stats: IsrStats,
     lost: u32,
 }
@@ -81,6 +84,7 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Shared<D, C
             machine: Lifecycle::new(config),
             pending: Deque::new(),
             latched: [false; D],
+            answers: [None; D],
             stats: IsrStats {
                 entries: 0,
                 fed: 0,
@@ -119,6 +123,27 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Shared<D, C
             .unwrap_or(false)
     }
 
+    /// How the machine answered the last fatal error of `device` fed (from the interrupt
+    /// or replayed from a latch): a fatal error is always answered, never dropped.
+    pub fn last_fatal_answer(&self, device: DeviceId) -> Option<Result<FatalAnswer, Error>> {
+        self.answers.get(usize::from(device.0)).copied().flatten()
+    }
+
+    fn record_fatal(&mut self, device: DeviceId, result: &Result<Reply, Error>) {
+        let answer = match result {
+            Ok(Reply::Fatal(answer)) => Ok(*answer),
+            Ok(_) => return,
+            Err(error) => Err(*error),
+        };
+        match answer {
+            Ok(a) => fw_debug!("device {} fatal error answered: {}", device.0, a),
+            Err(e) => fw_warn!("device {} fatal error refused: {}", device.0, e),
+        }
+        if let Some(slot) = self.answers.get_mut(usize::from(device.0)) {
+            *slot = Some(answer);
+        }
+    }
+
     /// Whether any device has a latched fatal error.
     pub fn is_latched_any(&self) -> bool {
         self.latched.iter().any(|l| *l)
@@ -134,19 +159,24 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Shared<D, C
     /// Room the buffer must have before `input` is fed: the machine's documented worst case.
     pub fn room_needed(input: &Input) -> usize {
         match input {
-            Input::Tick { .. } | Input::Unload => Lifecycle::<D, C, P, Q>::DRIVER_INPUT_OUTPUTS,
+            Input::Timeout | Input::Unload => Lifecycle::<D, C, P, Q>::DRIVER_INPUT_OUTPUTS,
             _ => Lifecycle::<D, C, P, Q>::DEVICE_INPUT_OUTPUTS,
         }
     }
 
-    /// Feed one input and move all of its outputs into the buffer. Refused (and nothing
-    /// changes) when the buffer lacks room for the input's worst case.
-    pub fn feed(&mut self, input: Input) -> Result<Reply, FeedError> {
+    /// Feed one input at `now` (read from the platform's clock inside the critical
+    /// section, so inputs reach the machine in clock order) and move all of its outputs
+    /// into the buffer. Refused (and nothing changes) when the buffer lacks room for the
+    /// input's worst case.
+    pub fn feed(&mut self, now: Tick, input: Input) -> Result<Reply, FeedError> {
         let needed = Self::room_needed(&input);
         if Q - self.pending.len() < needed {
             return Err(FeedError::Backlog { needed });
         }
-        let result = self.machine.handle(input);
+        let result = self.machine.handle(now, input);
+        if let Input::FatalError { device } = input {
+            self.record_fatal(device, &result);
+        }
         self.drain();
         result.map_err(FeedError::Refused)
     }
@@ -158,15 +188,32 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Shared<D, C
 
     fn drain(&mut self) {
         while let Some(output) = self.machine.poll_output() {
+            if let Output::Fence { client } = output {
+                // The fence masks the client's path: a callback of its still buffered is
+                // never made (thread mode has not started it).
+                self.drop_notifications(client);
+            }
             if self.pending.push_back(output).is_err() {
                 self.lost = self.lost.saturating_add(1);
             }
         }
     }
 
-    /// The catastrophic-error interrupt's body (runs inside the lock). Fed at once if the
-    /// buffer has room, latched otherwise; never acts on an output.
-    pub fn fatal_error_from_isr(&mut self, device: DeviceId) -> IsrOutcome {
+    fn drop_notifications(&mut self, client: pnp_lifecycle::ClientHandle) {
+        let mut kept: Deque<Output, Q> = Deque::new();
+        while let Some(output) = self.pending.pop_front() {
+            if matches!(output, Output::Notify { client: c, .. } if c == client) {
+                continue;
+            }
+            // Cannot fail: `kept` holds no more than `pending` did.
+            let _ = kept.push_back(output);
+        }
+        self.pending = kept;
+    }
+
+    /// The catastrophic-error interrupt's body (runs inside the lock), at `now`. Fed at
+    /// once if the buffer has room, latched otherwise; never acts on an output.
+    pub fn fatal_error_from_isr(&mut self, device: DeviceId, now: Tick) -> IsrOutcome {
         self.stats.entries = self.stats.entries.saturating_add(1);
         if usize::from(device.0) >= D {
             return IsrOutcome::NoSuchDevice;
@@ -178,12 +225,12 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Shared<D, C
         if self.is_latched(device) {
             return IsrOutcome::Latched; // coalesces with the request already waiting
         }
-        match self.feed(Input::FatalError { device }) {
+        match self.feed(now, Input::FatalError { device }) {
             Ok(reply) => {
                 self.stats.fed = self.stats.fed.saturating_add(1);
                 fw_debug!("isr: device {} fatal error fed", device.0);
                 match reply {
-                    Reply::Reset(answer) => IsrOutcome::Fed(answer),
+                    Reply::Fatal(answer) => IsrOutcome::Fed(answer),
                     _ => IsrOutcome::Ignored,
                 }
             }
@@ -205,10 +252,10 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Shared<D, C
 
     /// Feed a latched fatal error if the buffer has room now. `None`: nothing latched, or
     /// still no room (the latch stays).
-    pub fn replay_latched(&mut self) -> Option<(DeviceId, Result<Reply, Error>)> {
+    pub fn replay_latched(&mut self, now: Tick) -> Option<(DeviceId, Result<Reply, Error>)> {
         let index = self.latched.iter().position(|l| *l)?;
         let device = DeviceId(u8::try_from(index).ok()?);
-        let result = match self.feed(Input::FatalError { device }) {
+        let result = match self.feed(now, Input::FatalError { device }) {
             Err(FeedError::Backlog { .. }) => return None,
             Ok(reply) => {
                 self.stats.fed = self.stats.fed.saturating_add(1);
@@ -227,23 +274,28 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Shared<D, C
 }
 
 /// The catastrophic-error interrupt handler's whole job: raise [`Input::FatalError`] for
-/// `device` inside the lock. Client callbacks and the reset pulse are left to thread mode.
+/// `device` inside the lock, at the time `now()` reads from the platform's timer (called
+/// inside the critical section, so no other input can slip in between with a later time).
+/// Client callbacks and the reset pulse are left to thread mode.
 ///
 /// ```ignore
 /// #[interrupt]
 /// fn HCA_CATASTROPHIC() {
 ///     if let Some(shared) = LINK.get() {
-///         let _ = pnp_lifecycle_firmware::on_fatal_interrupt(shared, DeviceId(0));
+///         let _ = pnp_lifecycle_firmware::on_fatal_interrupt(shared, DeviceId(0), || {
+///             Tick(MONOTONIC.now().ticks())
+///         });
 ///     }
 /// }
 /// ```
 pub fn on_fatal_interrupt<L, const D: usize, const C: usize, const P: usize, const Q: usize>(
     lock: &L,
     device: DeviceId,
+    now: impl FnOnce() -> Tick,
 ) -> IsrOutcome
 where
     L: Lock<Shared<D, C, P, Q>>,
 {
-    lock.lock(|shared| shared.fatal_error_from_isr(device))
+    lock.lock(|shared| shared.fatal_error_from_isr(device, now()))
         .unwrap_or(IsrOutcome::Busy)
 }

@@ -223,8 +223,11 @@ fn fatal_interrupt_only_feeds_and_latches_while_thread_mode_has_outputs() {
         &[D::delay_ns(PULSE)],
     );
     LINK.install(shared);
-    let isr = || on_fatal_interrupt(LINK.get().unwrap(), DEV);
-    assert_eq!(isr(), IsrOutcome::Fed(ResetAnswer::Started));
+    let isr = || on_fatal_interrupt(LINK.get().unwrap(), DEV, || Tick(0));
+    assert_eq!(
+        isr(),
+        IsrOutcome::Fed(FatalAnswer::Served(ResetAnswer::Started))
+    );
     // The interrupt called no client: the RESETs wait in the buffer for thread mode.
     assert!(fw.board().events.is_empty());
     assert_eq!(shared_pending(shared), 2);
@@ -273,11 +276,11 @@ fn fatal_interrupt_for_an_unknown_device_or_a_removed_one_is_refused() {
         ConstStaticCell::new(Mutex::new(RefCell::new(Shared::new(Config::DEFAULT))));
     let shared = CELL.take();
     assert_eq!(
-        on_fatal_interrupt(shared, DeviceId(3)),
+        on_fatal_interrupt(shared, DeviceId(3), || Tick(0)),
         IsrOutcome::NoSuchDevice
     );
     assert!(matches!(
-        on_fatal_interrupt(shared, DEV),
+        on_fatal_interrupt(shared, DEV, || Tick(0)),
         IsrOutcome::Refused(Error::InvalidState {
             phase: PhaseKind::Absent,
             ..
@@ -286,7 +289,7 @@ fn fatal_interrupt_for_an_unknown_device_or_a_removed_one_is_refused() {
 }
 
 #[test]
-fn fatal_interrupt_on_a_failed_device_is_refused_not_reported_as_a_reset() {
+fn fatal_interrupt_on_a_failed_device_is_answered_not_reported_as_a_reset() {
     static CELL: ConstStaticCell<Machine> =
         ConstStaticCell::new(Mutex::new(RefCell::new(Shared::new(Config::DEFAULT))));
     let shared = CELL.take();
@@ -298,6 +301,9 @@ fn fatal_interrupt_on_a_failed_device_is_refused_not_reported_as_a_reset() {
     );
     struct FailingStart;
     impl Board for FailingStart {
+        fn now(&mut self) -> Tick {
+            Tick(0)
+        }
         fn notify(&mut self, _: ClientHandle, _: Event) {}
         fn start(&mut self, _: DeviceId) -> StartResult {
             StartResult::FailedAfterResources
@@ -315,12 +321,15 @@ fn fatal_interrupt_on_a_failed_device_is_refused_not_reported_as_a_reset() {
         fw.with_machine(|m| m.phase(DEV)).unwrap(),
         Some(PhaseKind::Failed)
     );
+    // Answered (never dropped): the hardware is not live, there is nothing to reset.
+    let answer = FatalAnswer::HardwareNotLive(PhaseKind::Failed);
     assert_eq!(
-        on_fatal_interrupt(shared, DEV),
-        IsrOutcome::Refused(Error::InvalidState {
-            phase: PhaseKind::Failed,
-            input: InputKind::FatalError,
-        })
+        on_fatal_interrupt(shared, DEV, || Tick(0)),
+        IsrOutcome::Fed(answer)
+    );
+    assert_eq!(
+        critical_section::with(|cs| shared.borrow(cs).borrow().last_fatal_answer(DEV)),
+        Some(Ok(answer))
     );
     assert_eq!(fw.pump(), Ok(0)); // nothing was queued: no reset pulse, no callback
     let (line, _) = fw.into_parts();

@@ -91,10 +91,11 @@ fn scenario(which: Scenario) {
     }
     // Unmask the interrupt.
     let isr_lock = Arc::clone(&lock);
+    let isr_clock = fw.board().clock.clone();
     let isr = shuttle::thread::spawn(move || {
         let mut outcomes = Vec::new();
         for _ in 0..2 {
-            outcomes.push(on_fatal_interrupt(&*isr_lock, DEV));
+            outcomes.push(on_fatal_interrupt(&*isr_lock, DEV, || isr_clock.now()));
             shuttle::thread::yield_now();
         }
         outcomes
@@ -139,7 +140,9 @@ fn scenario(which: Scenario) {
             continue;
         }
         if let Some(now) = fw.poll_timeout().unwrap() {
-            match fw.tick(now) {
+            // Simulated time: the timer jumps to the machine's next deadline.
+            fw.board().clock.set(now);
+            match fw.timeout() {
                 Ok(_) | Err(PortError::Refused(Error::Unloaded)) => continue,
                 Err(e) => panic!("tick: {e:?}"),
             }

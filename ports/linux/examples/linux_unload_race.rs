@@ -60,6 +60,7 @@ fn main() {
         trusted_ack_timeout: 1_000,
         trusted_policy: TrustedTimeoutPolicy::Revoke,
         detach_timeout: 500,
+        callback_timeout: 200,
     };
     let d = Arc::new(Driver::new(config, Arc::new(NullHardware)));
     let ib = PortCaps {
@@ -97,13 +98,13 @@ fn main() {
     let timer = {
         let d = d.clone();
         thread::spawn(move || {
-            let start = std::time::Instant::now();
+            let clock = d.clock();
             while let Some(at) = d.wait_tick_needed() {
-                let now = start.elapsed().as_millis() as u64;
-                if now < at.0 {
-                    thread::sleep(Duration::from_millis(at.0 - now));
+                let now = clock.now();
+                if now < at {
+                    thread::sleep(Duration::from_millis(at.0 - now.0));
                 }
-                let _ = d.tick(Tick(at.0.max(now)));
+                let _ = d.timeout();
             }
         })
     };

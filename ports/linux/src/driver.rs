@@ -7,6 +7,7 @@
 //! order and never two of its callbacks at once; after each callback the dispatcher feeds
 //! `CallbackDone` (and the client's vote, detach or interface refresh).
 
+use crate::clock::{Clock, MonotonicClock};
 use crate::errno::{Errno, LinuxError};
 use crate::sync::{self, thread, Arc, Condvar, Mutex, MutexGuard};
 use pnp_lifecycle::*;
@@ -209,6 +210,13 @@ enum Job {
 
 struct Inner {
     m: Machine,
+    /// The time every input carries, read under the lock as the input is fed.
+    clock: std::sync::Arc<dyn Clock>,
+    /// Handles the core asked the port to fence (uverbs disassociate); kept, since a
+    /// handle is never reused.
+    fenced: Vec<ClientHandle>,
+    /// Fences carried out whose `FenceDone` is still to be fed.
+    fence_done_owed: VecDeque<ClientHandle>,
     inline: bool,
     clients: Vec<ClientRec>,
     next_client: u32,
@@ -312,9 +320,27 @@ fn dev_index(dev: DeviceId) -> Result<usize, LinuxError> {
 
 impl Inner {
     fn feed(&mut self, input: Input) -> Result<Reply, Error> {
-        let r = self.m.handle(input);
+        let now = self.clock.now();
+        let r = self.m.handle(now, input);
         self.drain();
         r
+    }
+
+    /// uverbs disassociate: the context's later calls fail with `EIO`, a callback of its
+    /// still queued is dropped, and the core is told the fence is done.
+    fn fence(&mut self, handle: ClientHandle) {
+        let d = usize::from(handle.device.0);
+        if let Some(i) = self.client_of(handle) {
+            let rec = &mut self.clients[i];
+            rec.revoked[d] = true;
+            rec.added[d] = false;
+        }
+        if !self.fenced.contains(&handle) {
+            self.fenced.push(handle);
+        }
+        self.jobs
+            .retain(|j| !matches!(j, Job::Notify { handle: h, .. } if *h == handle));
+        self.fence_done_owed.push_back(handle);
     }
 
     fn client_of(&self, handle: ClientHandle) -> Option<usize> {
@@ -329,6 +355,19 @@ impl Inner {
     }
 
     fn drain(&mut self) {
+        loop {
+            self.drain_outputs();
+            let Some(client) = self.fence_done_owed.pop_front() else {
+                return;
+            };
+            let now = self.clock.now();
+            if let Err(e) = self.m.handle(now, Input::FenceDone { client }) {
+                self.violations.push(format!("FenceDone refused: {e:?}"));
+            }
+        }
+    }
+
+    fn drain_outputs(&mut self) {
         while let Some(out) = self.m.poll_output() {
             if self.unload_finished {
                 self.violations
@@ -396,6 +435,7 @@ impl Inner {
                 Output::ResetCycleFinished { device, outcome } => {
                     self.cycles.push((device, outcome));
                 }
+                Output::Fence { client } => self.fence(client),
                 Output::ClientGone { client } => {
                     if let Some(i) = self.client_of(client) {
                         self.clients[i].handles[usize::from(client.device.0)] = None;
@@ -422,7 +462,8 @@ impl Inner {
     fn attach(&mut self, ci: usize, d: usize) {
         let dev = DeviceId(d as u8);
         let kind = self.clients[ci].kind;
-        if let Ok((handle, epoch)) = self.m.register(dev, kind) {
+        let now = self.clock.now();
+        if let Ok((handle, epoch)) = self.m.register(now, dev, kind) {
             self.drain();
             let ports = self.devs[d].ports;
             if ports > 0 {
@@ -496,8 +537,11 @@ impl Inner {
                     }
                     _ => {}
                 }
-                if let Err(e) = self.feed(Input::CallbackDone { client: handle }) {
-                    self.violations.push(format!("CallbackDone refused: {e:?}"));
+                // A fenced context's callback is not reported: the fence ended the wait.
+                if !self.fenced.contains(&handle) {
+                    if let Err(e) = self.feed(Input::CallbackDone { client: handle }) {
+                        self.violations.push(format!("CallbackDone refused: {e:?}"));
+                    }
                 }
                 if matches!(event, Event::Removed { .. }) {
                     // Returning from remove() is the detach.
@@ -558,21 +602,48 @@ impl Inner {
 
 impl Driver {
     /// A driver whose entry points dispatch callbacks themselves (threaded use).
+    /// Its clock is a [`MonotonicClock`] (milliseconds since now).
     pub fn new(config: Config, hw: Arc<dyn Hardware>) -> Self {
-        Self::build(config, hw, true)
+        Self::with_clock(config, hw, std::sync::Arc::new(MonotonicClock::new()))
+    }
+
+    /// Like [`new`](Self::new), every input carrying `clock`'s time.
+    pub fn with_clock(
+        config: Config,
+        hw: Arc<dyn Hardware>,
+        clock: std::sync::Arc<dyn Clock>,
+    ) -> Self {
+        Self::build(config, hw, clock, true)
     }
 
     /// A driver for cooperative stepping: entry points never run callbacks; the owner
     /// steps the dispatcher with [`take_job`](Self::take_job) / [`finish_job`](Self::finish_job)
     /// and uses the non-blocking `begin_*` / `poll_*` entry points.
     pub fn new_cooperative(config: Config, hw: Arc<dyn Hardware>) -> Self {
-        Self::build(config, hw, false)
+        Self::cooperative_with_clock(config, hw, std::sync::Arc::new(MonotonicClock::new()))
     }
 
-    fn build(config: Config, hw: Arc<dyn Hardware>, inline: bool) -> Self {
+    /// Like [`new_cooperative`](Self::new_cooperative), every input carrying `clock`'s time.
+    pub fn cooperative_with_clock(
+        config: Config,
+        hw: Arc<dyn Hardware>,
+        clock: std::sync::Arc<dyn Clock>,
+    ) -> Self {
+        Self::build(config, hw, clock, false)
+    }
+
+    fn build(
+        config: Config,
+        hw: Arc<dyn Hardware>,
+        clock: std::sync::Arc<dyn Clock>,
+        inline: bool,
+    ) -> Self {
         Driver {
             inner: Mutex::new(Inner {
                 m: Machine::new(config),
+                clock,
+                fenced: Vec::new(),
+                fence_done_owed: VecDeque::new(),
                 inline,
                 clients: Vec::new(),
                 next_client: 0,
@@ -953,9 +1024,13 @@ impl Driver {
                 }
                 PciErsResult::Disconnect
             }
-            // `Accepted` without a cycle: ignored (surprise-removed, failed, removing).
+            // Served by a cycle now, or by one once a pending start / stop / remove
+            // settles: NEED_RESET (slot_reset waits for it). Folded into a removal, the
+            // hardware not live, the device failed: DISCONNECT.
             _ => match g.feed(Input::FatalError { device: dev }) {
-                Ok(Reply::Reset(_)) => PciErsResult::NeedReset,
+                Ok(Reply::Fatal(FatalAnswer::Served(_) | FatalAnswer::Deferred)) => {
+                    PciErsResult::NeedReset
+                }
                 _ => PciErsResult::Disconnect,
             },
         })
@@ -1035,18 +1110,25 @@ impl Driver {
 
     // ---- time and unload -----------------------------------------------------------------
 
-    /// Feed the clock (a timer or the caller's jiffies).
-    pub fn tick(&self, now: Tick) -> Result<(), LinuxError> {
-        self.with(|g| g.feed(Input::Tick { now }).map(|_| ()).map_err(err))
+    /// The timer fired: feed `Input::Timeout` at the clock's `now` (due once the clock
+    /// reaches [`next_timeout`](Self::next_timeout); early is harmless).
+    pub fn timeout(&self) -> Result<(), LinuxError> {
+        self.with(|g| g.feed(Input::Timeout).map(|_| ()).map_err(err))
     }
 
-    /// When the core next needs a tick.
+    /// The port's clock.
+    pub fn clock(&self) -> std::sync::Arc<dyn Clock> {
+        self.lock().clock.clone()
+    }
+
+    /// When the core next needs [`timeout`](Self::timeout) (its `poll_timeout`).
     pub fn next_timeout(&self) -> Option<Tick> {
         self.lock().m.poll_timeout()
     }
 
-    /// Block until a tick is needed (`Some(deadline)`) or unload finished (`None`): the
-    /// body of a timer thread.
+    /// Block until a deadline exists (`Some(deadline)`, the core's `poll_timeout`: call
+    /// [`timeout`](Self::timeout) once the clock reaches it) or unload finished (`None`):
+    /// the body of a timer thread.
     /// It waits on its own condition variable, woken only when a deadline exists or
     /// unload finished. (In a cooperative driver it returns `next_timeout` at once.)
     pub fn wait_tick_needed(&self) -> Option<Tick> {

@@ -89,7 +89,7 @@ pub fn errno_of(e: Error) -> Errno {
             _ => Errno::EBUSY,
         },
         Error::Vetoed(_) | Error::RequestPending | Error::UnloadAlreadyRequested => Errno::EBUSY,
-        Error::ResetInProgress | Error::OutputBacklog { .. } | Error::CallbackBacklog => {
+        Error::ResetInProgress | Error::OutputBacklog { .. } | Error::ResetNotDelivered => {
             Errno::EAGAIN
         }
         Error::StaleEpoch { .. } => Errno::ESTALE,

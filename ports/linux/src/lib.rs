@@ -16,6 +16,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod clock;
 pub mod driver;
 pub mod errno;
 pub mod oracle;
@@ -26,5 +27,6 @@ mod sync;
 #[cfg(test)]
 mod shuttle_tests;
 
+pub use clock::{Clock, ManualClock, MonotonicClock};
 pub use driver::*;
 pub use errno::{errno_of, Errno, LinuxError};

@@ -6,6 +6,7 @@
 //! actor; the first byte picks which optional actors take part. Afterwards every actor
 //! must have finished and I1–I5 must hold on what the clients received.
 
+use crate::clock::ManualClock;
 use crate::driver::*;
 use crate::oracle::{self, Entry, Log, Recorder, RecordingHardware};
 use crate::sync::Arc;
@@ -28,6 +29,7 @@ enum Actor {
 
 struct World {
     d: Driver,
+    clock: std::sync::Arc<ManualClock>,
     log: Log,
     kernel: ClientId,
     user: ClientId,
@@ -62,7 +64,8 @@ impl World {
             }
             Actor::Timer => {
                 if let Some(t) = self.d.next_timeout() {
-                    let _ = self.d.tick(t);
+                    self.clock.set(t);
+                    let _ = self.d.timeout();
                 }
                 false
             }
@@ -187,8 +190,14 @@ pub fn run(schedule: &[u8]) -> Result<(), String> {
             TrustedTimeoutPolicy::Revoke
         },
         detach_timeout: 50,
+        callback_timeout: 200,
     };
-    let d = Driver::new_cooperative(config, Arc::new(RecordingHardware { log: log.clone() }));
+    let clock = std::sync::Arc::new(ManualClock::new(Tick(0)));
+    let d = Driver::cooperative_with_clock(
+        config,
+        Arc::new(RecordingHardware { log: log.clone() }),
+        clock.clone(),
+    );
     let caps = PortCaps {
         protocol: Protocol::Ib,
         max_mtu: 4096,
@@ -225,6 +234,7 @@ pub fn run(schedule: &[u8]) -> Result<(), String> {
     }
     let mut w = World {
         d,
+        clock,
         log,
         kernel,
         user,

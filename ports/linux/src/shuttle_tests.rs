@@ -2,6 +2,7 @@
 //! crate's unit tests, where `crate::sync` is shuttle's. Iterations per scheduler and
 //! scenario: `PNP_LINUX_SHUTTLE_ITERS` (default 10000).
 
+use crate::clock::ManualClock;
 use crate::driver::*;
 use crate::oracle::{self, Entry, Log, Recorder, RecordingHardware, What};
 use crate::sync::{thread, Arc};
@@ -26,13 +27,18 @@ const CONFIG: Config = Config {
     trusted_ack_timeout: 100,
     trusted_policy: TrustedTimeoutPolicy::Revoke,
     detach_timeout: 50,
+    callback_timeout: 200,
 };
 
-fn setup(clients: &[(PciErsResult, ClientKind)]) -> (Arc<Driver>, Log, Vec<ClientId>) {
+type Clk = std::sync::Arc<ManualClock>;
+
+fn setup(clients: &[(PciErsResult, ClientKind)]) -> (Arc<Driver>, Log, Vec<ClientId>, Clk) {
     let log = oracle::new_log();
-    let d = Arc::new(Driver::new(
+    let clock: Clk = std::sync::Arc::new(ManualClock::new(Tick(0)));
+    let d = Arc::new(Driver::with_clock(
         CONFIG,
         Arc::new(RecordingHardware { log: log.clone() }),
+        clock.clone(),
     ));
     d.probe(DEV, &[IB]).expect("probe");
     let ids = clients
@@ -43,14 +49,16 @@ fn setup(clients: &[(PciErsResult, ClientKind)]) -> (Arc<Driver>, Log, Vec<Clien
                 .expect("register")
         })
         .collect();
-    (d, log, ids)
+    (d, log, ids, clock)
 }
 
-fn timer(d: &Arc<Driver>) -> thread::JoinHandle<()> {
-    let d = d.clone();
+/// A timer thread on simulated time: the clock jumps to each deadline the driver waits for.
+fn timer(d: &Arc<Driver>, clock: &Clk) -> thread::JoinHandle<()> {
+    let (d, clock) = (d.clone(), clock.clone());
     thread::spawn(move || {
         while let Some(t) = d.wait_tick_needed() {
-            let _ = d.tick(t);
+            clock.set(t);
+            let _ = d.timeout();
         }
     })
 }
@@ -105,11 +113,11 @@ fn verdict(d: &Arc<Driver>, log: &Log) {
 }
 
 fn unload_races_reset_cycle() {
-    let (d, log, ids) = setup(&[
+    let (d, log, ids, clock) = setup(&[
         (PciErsResult::NeedReset, ClientKind::Trusted),
         (PciErsResult::None, ClientKind::Untrusted),
     ]);
-    let t = timer(&d);
+    let t = timer(&d, &clock);
     let w = ers_worker(&d);
     let u = user_acker(&d, &log, ids[1], 1);
     let (d2, log2) = (d.clone(), log.clone());
@@ -121,12 +129,12 @@ fn unload_races_reset_cycle() {
 }
 
 fn remove_races_votes() {
-    let (d, log, ids) = setup(&[
+    let (d, log, ids, clock) = setup(&[
         (PciErsResult::NeedReset, ClientKind::Trusted),
         (PciErsResult::CanRecover, ClientKind::Trusted),
         (PciErsResult::None, ClientKind::Untrusted),
     ]);
-    let t = timer(&d);
+    let t = timer(&d, &clock);
     let w = ers_worker(&d);
     let u = user_acker(&d, &log, ids[2], 2);
     let d2 = d.clone();
@@ -143,7 +151,7 @@ fn remove_races_votes() {
 
 fn unregister_races_notification() {
     // No deadline is involved (the port detaches on `remove`'s return): no timer thread.
-    let (d, log, ids) = setup(&[(PciErsResult::NeedReset, ClientKind::Trusted)]);
+    let (d, log, ids, _clock) = setup(&[(PciErsResult::NeedReset, ClientKind::Trusted)]);
     let d2 = d.clone();
     let sm = thread::spawn(move || {
         let _ = d2.set_port_state(DEV, PhysPort(0), LinkState::Active);
@@ -163,11 +171,11 @@ fn unregister_races_notification() {
 }
 
 fn perm_failure_during_slot_reset() {
-    let (d, log, ids) = setup(&[
+    let (d, log, ids, clock) = setup(&[
         (PciErsResult::NeedReset, ClientKind::Trusted),
         (PciErsResult::None, ClientKind::Untrusted),
     ]);
-    let t = timer(&d);
+    let t = timer(&d, &clock);
     let w = ers_worker(&d);
     let u = user_acker(&d, &log, ids[1], 1);
     let d2 = d.clone();

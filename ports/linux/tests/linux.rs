@@ -18,16 +18,25 @@ const CONFIG: Config = Config {
     trusted_ack_timeout: 100,
     trusted_policy: TrustedTimeoutPolicy::Revoke,
     detach_timeout: 50,
+    callback_timeout: 200,
 };
 
 fn driver() -> (Arc<Driver>, Log) {
+    let (d, log, _clock) = driver_with_clock();
+    (d, log)
+}
+
+/// A driver on a manual clock standing at zero: time moves only when the test says so.
+fn driver_with_clock() -> (Arc<Driver>, Log, Arc<ManualClock>) {
     let log = oracle::new_log();
-    let d = Arc::new(Driver::new(
+    let clock = Arc::new(ManualClock::new(Tick(0)));
+    let d = Arc::new(Driver::with_clock(
         CONFIG,
         Arc::new(RecordingHardware { log: log.clone() }),
+        clock.clone(),
     ));
     d.probe(DEV, &[IB, IB]).unwrap();
-    (d, log)
+    (d, log, clock)
 }
 
 fn events_of(log: &Log, c: u32) -> Vec<What> {
@@ -74,7 +83,7 @@ fn port_events_reach_bound_clients_and_queries_work_with_the_port_down() {
 
 #[test]
 fn an_untrusted_context_that_misses_its_deadline_is_disassociated_with_eio() {
-    let (d, log) = driver();
+    let (d, log, clock) = driver_with_clock();
     let _k = d
         .register_client(
             Recorder::new(0, PciErsResult::NeedReset, &log),
@@ -92,7 +101,8 @@ fn an_untrusted_context_that_misses_its_deadline_is_disassociated_with_eio() {
         PciErsResult::NeedReset
     );
     assert_eq!(d.next_timeout(), Some(Tick(10)));
-    d.tick(Tick(10)).unwrap();
+    clock.set(Tick(10));
+    d.timeout().unwrap();
     assert_eq!(d.slot_reset(DEV), PciErsResult::Recovered);
     d.resume(DEV);
     assert_eq!(

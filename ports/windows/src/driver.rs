@@ -6,6 +6,7 @@ use pnp_lifecycle::{
     PortCaps, RequestToken, ResetAnswer, ResetResult, StartResult, Tick, Unregistered,
 };
 
+use crate::clock::{Clock, MonotonicClock};
 use crate::ntstatus::NtStatus;
 use crate::port::{PnpMinor, PortCore, Work};
 use crate::sync::{lock, thread, wait, Arc, Condvar, Mutex};
@@ -124,10 +125,21 @@ pub struct Driver {
 impl Driver {
     /// `DriverEntry`: a driver with no device; spawns the notification thread and the
     /// reset worker. Call [`Self::unload`] to end them.
+    /// The port's clock is a [`MonotonicClock`] (milliseconds since `DriverEntry`).
     pub fn new(config: Config, hal: Arc<dyn Hal>) -> Driver {
+        Self::with_clock(config, hal, std::sync::Arc::new(MonotonicClock::new()))
+    }
+
+    /// Like [`Self::new`], with the time taken from `clock` (every input carries it).
+    pub fn with_clock(
+        config: Config,
+        hal: Arc<dyn Hal>,
+        clock: std::sync::Arc<dyn Clock>,
+    ) -> Driver {
         Self::build(
             config,
             hal,
+            clock,
             #[cfg(feature = "planted-fault")]
             Fault::None,
         )
@@ -136,17 +148,23 @@ impl Driver {
     /// Like [`Self::new`], with a planted fault.
     #[cfg(feature = "planted-fault")]
     pub fn with_fault(config: Config, hal: Arc<dyn Hal>, fault: Fault) -> Driver {
-        Self::build(config, hal, fault)
+        Self::build(
+            config,
+            hal,
+            std::sync::Arc::new(MonotonicClock::new()),
+            fault,
+        )
     }
 
     fn build(
         config: Config,
         hal: Arc<dyn Hal>,
+        clock: std::sync::Arc<dyn Clock>,
         #[cfg(feature = "planted-fault")] fault: Fault,
     ) -> Driver {
         let driver = Driver {
             inner: Arc::new(Inner {
-                core: Mutex::new(PortCore::new(config)),
+                core: Mutex::new(PortCore::with_clock(config, clock)),
                 changed: Condvar::new(),
                 hal,
                 threads: Mutex::new(Vec::new()),
@@ -264,20 +282,21 @@ impl Driver {
         self.with(|c| c.feed(Input::FatalError { device }).map(drop))
     }
 
-    /// The timer DPC: time reached `now`.
-    pub fn tick(&self, now: Tick) -> Result<(), NtStatus> {
-        self.with(|c| c.feed(Input::Tick { now }).map(drop))
+    /// The timer DPC: the clock reached [`Self::poll_timeout`]; feeds `Input::Timeout` at
+    /// the clock's `now`.
+    pub fn timeout(&self) -> Result<(), NtStatus> {
+        self.with(PortCore::timeout)
     }
 
-    /// When the next [`Self::tick`] is needed.
+    /// When the next [`Self::timeout`] is due (the time of the port's clock).
     pub fn poll_timeout(&self) -> Option<Tick> {
-        self.with(|c| c.machine().poll_timeout())
+        self.with(|c| c.poll_timeout())
     }
 
     /// `DriverUnload`: the core's fence over every device. Blocks until the core emitted
     /// `UnloadMayFinish` and the notification thread and reset worker have exited.
     /// A client still registered is told `Removed` and waited for: until it unregisters,
-    /// or until [`Self::tick`] passes its detach deadline (the port drives no timer itself).
+    /// or until [`Self::timeout`] passes its detach deadline (the port drives no timer itself).
     pub fn unload(&self) -> Result<(), NtStatus> {
         self.with(PortCore::unload)?;
         let threads = std::mem::take(&mut *lock(&self.inner.threads));
@@ -352,6 +371,7 @@ impl Driver {
                     core = lock(&self.inner.core);
                 }
                 Work::CycleFinished(..)
+                | Work::Fenced(_)
                 | Work::ClientGone(_)
                 | Work::DeviceRemoved(_)
                 | Work::UnloadMayFinish => {}

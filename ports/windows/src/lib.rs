@@ -24,6 +24,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+mod clock;
 mod driver;
 mod ntstatus;
 pub mod oracle;
@@ -33,6 +34,7 @@ pub mod sync;
 #[cfg(feature = "race")]
 pub mod race;
 
+pub use clock::{Clock, ManualClock, MonotonicClock};
 #[cfg(feature = "planted-fault")]
 pub use driver::Fault;
 pub use driver::{Callback, Driver, Hal, Irp, MlxInterface};

@@ -95,7 +95,7 @@ impl From<Error> for NtStatus {
             Error::Vetoed(_)
             | Error::ResetInProgress
             | Error::RequestPending
-            | Error::CallbackBacklog
+            | Error::ResetNotDelivered
             | Error::OutputBacklog { .. } => NtStatus::DEVICE_BUSY,
             Error::NoSuchPort
             | Error::PortAlreadyConfigured
@@ -106,7 +106,8 @@ impl From<Error> for NtStatus {
             | Error::NotVoting
             | Error::AlreadyHolding
             | Error::NotHolding
-            | Error::NoCallbackInFlight => NtStatus::INVALID_DEVICE_REQUEST,
+            | Error::NoCallbackInFlight
+            | Error::NoFenceRequested => NtStatus::INVALID_DEVICE_REQUEST,
             Error::RegistryFull | Error::EpochExhausted => NtStatus::INSUFFICIENT_RESOURCES,
             Error::UnknownClient => NtStatus::INVALID_HANDLE,
             Error::ClientRevoked => NtStatus::ACCESS_DENIED,

@@ -5,6 +5,7 @@
 //! OS request becomes one core input, each core output one [`Work`] item.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 use pnp_lifecycle::{
     queue_capacity, ClientHandle, ClientKind, Config, CycleOutcome, DeviceId, Epoch, Event,
@@ -12,6 +13,7 @@ use pnp_lifecycle::{
     StartResult, Unregistered,
 };
 
+use crate::clock::{Clock, MonotonicClock};
 use crate::ntstatus::NtStatus;
 
 /// Devices one driver instance can own.
@@ -162,6 +164,12 @@ pub enum Work<Cb, R> {
     },
     /// A reset cycle ended.
     CycleFinished(DeviceId, CycleOutcome),
+    /// The client was revoked with a callback in flight and the port fenced it: its
+    /// queued callback (if it had not started) was cancelled, every later call through
+    /// its interface fails (`STATUS_ACCESS_DENIED`), and `FenceDone` was fed. A callback
+    /// still running is not waited for: it can no longer reach the hardware through the
+    /// port, and its late return is not reported to the core.
+    Fenced(ClientHandle),
     /// A client's slot is free (a blocking unregister may return).
     ClientGone(ClientHandle),
     /// A device is gone.
@@ -184,11 +192,21 @@ pub struct PortCore<Cb, R> {
     locks: [RemoveLockState; DEVICES],
     anomalies: u32,
     unload_emitted: bool,
+    clock: Arc<dyn Clock>,
+    /// Clients the core asked the port to fence (kept: a handle is never reused).
+    fenced: Vec<ClientHandle>,
+    /// Fences carried out whose `FenceDone` is still to be fed.
+    fence_done_owed: VecDeque<ClientHandle>,
 }
 
 impl<Cb: Clone, R> PortCore<Cb, R> {
-    /// A port with no device.
+    /// A port with no device, on a [`MonotonicClock`] (milliseconds since now).
     pub fn new(config: Config) -> Self {
+        Self::with_clock(config, Arc::new(MonotonicClock::new()))
+    }
+
+    /// A port with no device whose inputs carry `clock`'s time.
+    pub fn with_clock(config: Config, clock: Arc<dyn Clock>) -> Self {
         PortCore {
             machine: Machine::new(config),
             irps: Vec::new(),
@@ -198,7 +216,20 @@ impl<Cb: Clone, R> PortCore<Cb, R> {
             locks: [RemoveLockState::new(); DEVICES],
             anomalies: 0,
             unload_emitted: false,
+            clock,
+            fenced: Vec::new(),
+            fence_done_owed: VecDeque::new(),
         }
+    }
+
+    /// The port's clock.
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.clock
+    }
+
+    /// Whether the port fenced this client.
+    pub fn is_fenced(&self, client: ClientHandle) -> bool {
+        self.fenced.contains(&client)
     }
 
     /// The core machine (read-only: every change goes through an input).
@@ -236,13 +267,46 @@ impl<Cb: Clone, R> PortCore<Cb, R> {
             .ok_or(NtStatus::NO_SUCH_DEVICE)
     }
 
-    /// Feed one input; on success move every output to the work queue.
+    /// Feed one input at the clock's `now` (read here, under the port lock, so inputs
+    /// reach the core in clock order); on success move every output to the work queue.
     pub fn feed(&mut self, input: Input) -> Result<Reply, NtStatus> {
-        let reply = self.machine.handle(input).map_err(NtStatus::from)?;
-        while let Some(output) = self.machine.poll_output() {
-            self.route(output);
-        }
+        let now = self.clock.now();
+        let reply = self.machine.handle(now, input).map_err(NtStatus::from)?;
+        self.drain();
         Ok(reply)
+    }
+
+    /// Route every output; feed the `FenceDone` of every fence carried out meanwhile.
+    fn drain(&mut self) {
+        loop {
+            while let Some(output) = self.machine.poll_output() {
+                self.route(output);
+            }
+            let Some(client) = self.fence_done_owed.pop_front() else {
+                return;
+            };
+            let now = self.clock.now();
+            if self
+                .machine
+                .handle(now, Input::FenceDone { client })
+                .is_err()
+            {
+                self.anomalies += 1;
+            }
+        }
+    }
+
+    /// The fence, in Windows terms: cancel the client's callback if it is still queued
+    /// (complete its outstanding request), tear down its mapping (every later call through
+    /// its interface is refused by the core: `STATUS_ACCESS_DENIED`), and report it done.
+    /// Never blocks.
+    fn fence(&mut self, client: ClientHandle) {
+        if !self.fenced.contains(&client) {
+            self.fenced.push(client);
+        }
+        self.fifo
+            .retain(|w| !matches!(w, Work::Callback { client: c, .. } if *c == client));
+        self.fence_done_owed.push_back(client);
     }
 
     fn route(&mut self, output: Output) {
@@ -291,6 +355,10 @@ impl<Cb: Clone, R> PortCore<Cb, R> {
                 }
             }
             Output::ResetCycleFinished { device, outcome } => Work::CycleFinished(device, outcome),
+            Output::Fence { client } => {
+                self.fence(client);
+                Work::Fenced(client)
+            }
             Output::ClientGone { client } => {
                 self.clients.retain(|(h, _)| *h != client);
                 Work::ClientGone(client)
@@ -441,8 +509,12 @@ impl<Cb: Clone, R> PortCore<Cb, R> {
         }
     }
 
-    /// A callback returned.
+    /// A callback returned. Not reported for a fenced client: the fence ended the
+    /// core's wait for it.
     pub fn callback_done(&mut self, client: ClientHandle) {
+        if self.fenced.contains(&client) {
+            return;
+        }
         if self.feed(Input::CallbackDone { client }).is_err() {
             self.anomalies += 1;
         }
@@ -460,6 +532,17 @@ impl<Cb: Clone, R> PortCore<Cb, R> {
         if self.feed(Input::ResetDone { device, result }).is_err() {
             self.anomalies += 1;
         }
+    }
+
+    /// The timer fired: feed `Input::Timeout` at the clock's `now` (due when the clock
+    /// reaches [`Self::poll_timeout`]; feeding it early is harmless).
+    pub fn timeout(&mut self) -> Result<(), NtStatus> {
+        self.feed(Input::Timeout).map(drop)
+    }
+
+    /// When the core next needs [`Self::timeout`].
+    pub fn poll_timeout(&self) -> Option<pnp_lifecycle::Tick> {
+        self.machine.poll_timeout()
     }
 
     /// `DriverUnload`: the core's unload fence.
