@@ -5,6 +5,18 @@
 //! The owner's obligation to drain outputs after every input is built into
 //! [`World::step`], so every explored machine state has an empty output queue.
 //!
+//! **Abstract time.** Every input happens at the owner's current clock, except
+//! `Timeout`, which either happens now (a deadline already passed, or a spurious wake) or
+//! jumps the clock to the next deadline (`poll_timeout`). So each step either happens
+//! before every pending deadline or exactly at the next one: the only distinction the
+//! machine can make. (The wide alphabet adds a jump past every deadline.)
+//!
+//! **Reduction.** Inputs to different devices commute (each touches only its device,
+//! and time does not move between them), so between two driver-wide inputs (`Timeout`,
+//! `Unload`) the explorer takes device inputs in non-decreasing device order only: every
+//! interleaving reaches the same states as this one (a sequentialisation, a simple partial
+//! order reduction).
+//!
 //! The state space of the core is infinite (epochs, slot generations and the clock grow
 //! without bound), so the exploration is bounded by [`Bounds`]: a state beyond a bound is
 //! counted but not expanded.
@@ -28,8 +40,6 @@ pub struct Bounds {
     pub max_epoch: u32,
     /// States where a slot generation exceeds this are not expanded (bounds client churn).
     pub max_generation: u16,
-    /// States where a client has more callbacks in flight than this are not expanded.
-    pub max_callbacks: u32,
     /// Stop after this many states (a safety net; reported if hit).
     pub max_states: usize,
     /// Run the I9 liveness drives from every `liveness_every`-th new state (0: never).
@@ -48,7 +58,6 @@ impl Bounds {
         max_depth: 8,
         max_epoch: 1,
         max_generation: 1,
-        max_callbacks: 2,
         max_states: 3_000_000,
         liveness_every: 1,
         compare_model: true,
@@ -60,7 +69,6 @@ impl Bounds {
         max_depth: 6,
         max_epoch: 1,
         max_generation: 1,
-        max_callbacks: 2,
         max_states: 2_000_000,
         liveness_every: 7,
         compare_model: true,
@@ -83,17 +91,21 @@ pub struct Report {
     pub liveness_runs: usize,
     /// Whether `max_states` stopped the search early.
     pub truncated: bool,
-    /// The first violation found, with the inputs that lead to it from the start.
-    pub violation: Option<(Violation, Vec<Input>)>,
+    /// The first violation found, with the inputs (and the owner's `now` for each) that
+    /// lead to it from the start.
+    pub violation: Option<(Violation, Vec<(Tick, Input)>)>,
+    /// Wall-clock seconds the exploration took.
+    pub seconds: f64,
 }
 
 impl std::fmt::Display for Report {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{} states, {} edges, {} pruned at a bound, depth {}, {} liveness drives{}",
+            "{} states, {} edges, {:.1} s, {} pruned at a bound, depth {}, {} liveness drives{}",
             self.states,
             self.edges,
+            self.seconds,
             self.pruned,
             self.depth,
             self.liveness_runs,
@@ -101,8 +113,8 @@ impl std::fmt::Display for Report {
         )?;
         if let Some((v, path)) = &self.violation {
             write!(f, "\nviolation {} after {} inputs:", v, path.len())?;
-            for i in path {
-                write!(f, "\n  {:?}", i)?;
+            for (now, i) in path {
+                write!(f, "\n  @{} {:?}", now.0, i)?;
             }
         }
         Ok(())
@@ -135,13 +147,18 @@ pub const EXPLORER_PORTS: [PortCaps; 2] = [
     },
 ];
 
-/// The input alphabet in a state: every input kind with small parameters.
-pub fn alphabet<S: Sut>(world: &World<S>, wide: bool) -> Vec<Input> {
+/// The input alphabet in a state: every input kind with small parameters, each at the
+/// owner's clock, plus `Timeout` now and at the next deadline.
+pub fn alphabet<S: Sut>(world: &World<S>, wide: bool) -> Vec<(Tick, Input)> {
     let mut v = Vec::new();
-    let now = world.sut.now();
+    let now = world.clock;
     for di in 0..S::DEVICES {
         let device = DeviceId(di as u8);
+        let present = world.sut.phase(device) != Some(pnp_lifecycle::PhaseKind::Absent);
         v.push(Input::AddDevice { device });
+        if !present && !wide {
+            continue;
+        }
         #[allow(clippy::needless_range_loop)]
         for p in 0..S::PORTS.min(2) {
             v.push(Input::ConfigurePort {
@@ -155,12 +172,19 @@ pub fn alphabet<S: Sut>(world: &World<S>, wide: bool) -> Vec<Input> {
             device,
             token: t(1),
         });
-        for result in [
-            StartResult::Started,
-            StartResult::FailedBeforeResources,
-            StartResult::FailedAfterResources,
-        ] {
-            v.push(Input::StartDone { device, result });
+        v.push(Input::StartDone {
+            device,
+            result: StartResult::Started,
+        });
+        v.push(Input::StartDone {
+            device,
+            result: StartResult::FailedAfterResources,
+        });
+        if wide {
+            v.push(Input::StartDone {
+                device,
+                result: StartResult::FailedBeforeResources,
+            });
         }
         v.push(Input::QueryStop {
             device,
@@ -196,15 +220,15 @@ pub fn alphabet<S: Sut>(world: &World<S>, wide: bool) -> Vec<Input> {
             device,
             result: ResetResult::Failed,
         });
+        let up = world.sut.link(device, PhysPort(0)) == Some(LinkState::Active);
         v.push(Input::LinkChanged {
             device,
             port: PhysPort(0),
-            state: LinkState::Active,
-        });
-        v.push(Input::LinkChanged {
-            device,
-            port: PhysPort(0),
-            state: LinkState::Down,
+            state: if up {
+                LinkState::Down
+            } else {
+                LinkState::Active
+            },
         });
         if wide && S::PORTS > 1 {
             v.push(Input::LinkChanged {
@@ -247,10 +271,20 @@ pub fn alphabet<S: Sut>(world: &World<S>, wide: bool) -> Vec<Input> {
             }
             continue;
         }
-        if book.callbacks > 0 {
+        if book.callback.is_some() {
             v.push(Input::CallbackDone { client });
         }
+        if book.fence_pending {
+            v.push(Input::FenceDone { client });
+            continue; // revoked: every other call fails
+        }
+        if book.unregistered {
+            continue;
+        }
         v.push(Input::Unregister { client });
+        if book.revoked || book.removed || book.cut {
+            continue;
+        }
         v.push(Input::AcquireInterface { client });
         v.push(Input::ResetRequest { client });
         v.push(Input::ResetExecute { client });
@@ -258,14 +292,17 @@ pub fn alphabet<S: Sut>(world: &World<S>, wide: bool) -> Vec<Input> {
             client,
             ports: PortSet::single(PhysPort(0)),
         });
-        if S::PORTS > 1 {
+        if S::PORTS > 1 && wide {
             v.push(Input::Bind {
                 client,
                 ports: PortSet::single(PhysPort(0)).with(PhysPort(1)),
             });
         }
-        v.push(Input::Hold { client });
-        v.push(Input::ReleaseHold { client });
+        v.push(if book.holding {
+            Input::ReleaseHold { client }
+        } else {
+            Input::Hold { client }
+        });
         let held = book.interface.unwrap_or(Epoch(0));
         v.push(Input::Access {
             client,
@@ -273,7 +310,7 @@ pub fn alphabet<S: Sut>(world: &World<S>, wide: bool) -> Vec<Input> {
             what: Access::HardwareOp,
         });
         let current = epoch_of(client.device);
-        if current != held {
+        if current != held && wide {
             v.push(Input::Access {
                 client,
                 epoch: current,
@@ -288,22 +325,35 @@ pub fn alphabet<S: Sut>(world: &World<S>, wide: bool) -> Vec<Input> {
             });
         }
     }
-    if let Some(t) = world.sut.poll_timeout() {
-        if t > now {
-            v.push(Input::Tick { now: t });
+    let mut timed: Vec<(Tick, Input)> = v.into_iter().map(|i| (now, i)).collect();
+    if wide {
+        timed.push((now, Input::Unload));
+    } else if world.sut.driver_phase() == pnp_lifecycle::DriverPhase::Loaded {
+        timed.push((now, Input::Unload));
+    }
+    match world.sut.poll_timeout() {
+        // The deadline passed (or is now): the owner wakes now.
+        Some(t) if t <= now => timed.push((now, Input::Timeout)),
+        // The clock jumps to the next deadline.
+        Some(t) => timed.push((t, Input::Timeout)),
+        None => {}
+    }
+    if wide {
+        timed.push((past_all_deadlines(&world.sut.config(), now), Input::Timeout));
+        timed.push((now, Input::Timeout));
+        if now.0 > 0 {
+            timed.push((Tick(now.0 - 1), Input::Timeout));
         }
-        v.push(Input::Tick {
-            now: past_all_deadlines(&world.sut.config(), now),
-        });
     }
-    v.push(Input::Tick { now });
-    if wide && now.0 > 0 {
-        v.push(Input::Tick {
-            now: Tick(now.0 - 1),
-        });
+    timed
+}
+
+/// The device a device input concerns (`None` for the driver-wide inputs).
+fn device_of(input: &Input) -> Option<u8> {
+    match input {
+        Input::Timeout | Input::Unload => None,
+        _ => input.device().map(|d| d.0),
     }
-    v.push(Input::Unload);
-    v
 }
 
 fn beyond<S: Sut>(world: &World<S>, bounds: &Bounds, depth: usize) -> bool {
@@ -319,10 +369,10 @@ fn beyond<S: Sut>(world: &World<S>, bounds: &Bounds, depth: usize) -> bool {
     world
         .oracle
         .handles()
-        .any(|(h, c)| h.generation > bounds.max_generation || c.callbacks > bounds.max_callbacks)
+        .any(|(h, _)| h.generation > bounds.max_generation)
 }
 
-fn path_to(parents: &[(u32, Option<Input>)], mut at: u32) -> Vec<Input> {
+fn path_to(parents: &[(u32, Option<(Tick, Input)>)], mut at: u32) -> Vec<(Tick, Input)> {
     let mut path = Vec::new();
     while let (parent, Some(input)) = parents[at as usize] {
         path.push(input);
@@ -335,16 +385,17 @@ fn path_to(parents: &[(u32, Option<Input>)], mut at: u32) -> Vec<Input> {
 /// Explore every state reachable from `start` within `bounds`, checking every edge.
 /// Stops at the first violation.
 pub fn explore<S: Sut>(start: World<S>, bounds: Bounds) -> Report {
+    explore_from(start, &[], bounds)
+}
+
+/// Apply `prefix` to `start` (checked like every edge), then explore every state reachable
+/// from there within `bounds`. A violation's path includes the prefix.
+pub fn explore_from<S: Sut>(start: World<S>, prefix: &[(Tick, Input)], bounds: Bounds) -> Report {
+    let clock = std::time::Instant::now();
     let mut start = start;
     if !bounds.compare_model {
         start.model = None;
     }
-    let mut seen: HashSet<u128> = HashSet::new();
-    seen.insert(fingerprint(&start));
-    // parents[i] = (parent index, input that led here)
-    let mut parents: Vec<(u32, Option<Input>)> = vec![(0, None)];
-    let mut queue: VecDeque<(World<S>, u32, usize)> = VecDeque::new();
-    queue.push_back((start, 0, 0));
     let mut report = Report {
         states: 1,
         edges: 0,
@@ -353,17 +404,38 @@ pub fn explore<S: Sut>(start: World<S>, bounds: Bounds) -> Report {
         liveness_runs: 0,
         truncated: false,
         violation: None,
+        seconds: 0.0,
     };
-    while let Some((world, id, depth)) = queue.pop_front() {
+    for (i, (now, input)) in prefix.iter().enumerate() {
+        if let Err(v) = start.step(*now, *input) {
+            report.violation = Some((v, prefix[..=i].to_vec()));
+            report.seconds = clock.elapsed().as_secs_f64();
+            return report;
+        }
+    }
+    let with_prefix = |path: Vec<(Tick, Input)>| {
+        let mut p = prefix.to_vec();
+        p.extend(path);
+        p
+    };
+    let mut seen: HashSet<u128> = HashSet::new();
+    // The reduction's state: the last device that took an input since the last
+    // driver-wide input.
+    seen.insert(fingerprint(&(&start, None::<u8>)));
+    let mut parents: Vec<(u32, Option<(Tick, Input)>)> = vec![(0, None)];
+    let mut queue: VecDeque<(World<S>, Option<u8>, u32, usize)> = VecDeque::new();
+    queue.push_back((start, None, 0, 0));
+    while let Some((world, last_dev, id, depth)) = queue.pop_front() {
         report.depth = report.depth.max(depth);
         if bounds.liveness_every > 0 && (id as usize).is_multiple_of(bounds.liveness_every) {
-            for mode in [Quiesce::Cooperative, Quiesce::Uncooperative] {
+            for mode in [Quiesce::Cooperative, Quiesce::Uncooperative, Quiesce::Hostile] {
                 let mut w = world.clone();
                 report.liveness_runs += 1;
                 if let Err(v) = drive_to_quiescence(&mut w, mode) {
                     let mut v = v;
                     v.detail = format!("{} (liveness drive {:?} from this state)", v.detail, mode);
-                    report.violation = Some((v, path_to(&parents, id)));
+                    report.violation = Some((v, with_prefix(path_to(&parents, id))));
+                    report.seconds = clock.elapsed().as_secs_f64();
                     return report;
                 }
             }
@@ -372,34 +444,44 @@ pub fn explore<S: Sut>(start: World<S>, bounds: Bounds) -> Report {
             report.pruned += 1;
             continue;
         }
-        for input in alphabet(&world, bounds.wide_alphabet) {
+        for (now, input) in alphabet(&world, bounds.wide_alphabet) {
+            let dev = device_of(&input);
+            if let (Some(d), Some(last)) = (dev, last_dev) {
+                if d < last {
+                    continue; // reached by the reordering in device order
+                }
+            }
             let mut next = world.clone();
             report.edges += 1;
-            if let Err(v) = next.step(input) {
+            if let Err(v) = next.step(now, input) {
                 let mut path = path_to(&parents, id);
-                path.push(input);
-                report.violation = Some((v, path));
+                path.push((now, input));
+                report.violation = Some((v, with_prefix(path)));
+                report.seconds = clock.elapsed().as_secs_f64();
                 return report;
             }
-            if seen.insert(fingerprint(&next)) {
+            let next_last = dev;
+            if seen.insert(fingerprint(&(&next, next_last))) {
                 if seen.len() > bounds.max_states {
                     report.truncated = true;
+                    report.seconds = clock.elapsed().as_secs_f64();
                     return report;
                 }
                 let nid = parents.len() as u32;
-                parents.push((id, Some(input)));
+                parents.push((id, Some((now, input))));
                 report.states += 1;
-                queue.push_back((next, nid, depth + 1));
+                queue.push_back((next, next_last, nid, depth + 1));
             }
         }
     }
+    report.seconds = clock.elapsed().as_secs_f64();
     report
 }
 
 /// Replay a path of inputs from `start`, returning the first violation.
-pub fn replay<S: Sut>(mut start: World<S>, path: &[Input]) -> Result<(), Violation> {
-    for input in path {
-        start.step(*input)?;
+pub fn replay<S: Sut>(mut start: World<S>, path: &[(Tick, Input)]) -> Result<(), Violation> {
+    for (now, input) in path {
+        start.step(*now, *input)?;
     }
     Ok(())
 }

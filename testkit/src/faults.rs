@@ -33,15 +33,13 @@ pub enum Fault {
     /// A handle from a slot's earlier client is replayed as the slot's current client (a
     /// registry without generations).
     StaleHandleReplay,
-    /// The hardware reset overtakes the revocation that made it possible (reorders).
-    ResetBeforeRevoke,
     /// A completion is delivered twice (duplicates `Complete`).
     DuplicateComplete,
 }
 
 impl Fault {
     /// Every planted fault (without `None`).
-    pub const ALL: [Fault; 9] = [
+    pub const ALL: [Fault; 8] = [
         Fault::NotifyAfterUnregister,
         Fault::ExecuteBeforeLastAck,
         Fault::CoalescedRequestLost,
@@ -49,7 +47,6 @@ impl Fault {
         Fault::UnloadMayFinishTwice,
         Fault::JoinerMissesResetEnd,
         Fault::StaleHandleReplay,
-        Fault::ResetBeforeRevoke,
         Fault::DuplicateComplete,
     ];
 }
@@ -118,7 +115,7 @@ impl<S: Sut> Sut for Faulty<S> {
         Faulty::new(config, Fault::None)
     }
 
-    fn handle(&mut self, input: Input) -> Result<Reply, Error> {
+    fn handle(&mut self, now: Tick, input: Input) -> Result<Reply, Error> {
         let before = input.device().and_then(|d| self.inner.phase_detail(d));
         let mut input = input;
         match self.fault {
@@ -143,7 +140,7 @@ impl<S: Sut> Sut for Faulty<S> {
             Fault::StaleHandleReplay => input = self.replay(input),
             _ => {}
         }
-        let result = self.inner.handle(input);
+        let result = self.inner.handle(now, input);
         let mut outs: Vec<Output> = Vec::new();
         while let Some(o) = self.inner.poll_output() {
             outs.push(o);
@@ -220,32 +217,6 @@ impl<S: Sut> Sut for Faulty<S> {
                     }
                     _ => true,
                 });
-            }
-            Fault::ResetBeforeRevoke => {
-                let revoke = outs.iter().position(|o| {
-                    matches!(
-                        o,
-                        Output::Notify {
-                            event: Event::Revoked,
-                            ..
-                        }
-                    )
-                });
-                let reset = outs.iter().position(|o| {
-                    matches!(
-                        o,
-                        Output::Hardware {
-                            command: HardwareCommand::Reset,
-                            ..
-                        }
-                    )
-                });
-                if let (Some(a), Some(b)) = (revoke, reset) {
-                    if a < b {
-                        let r = outs.remove(b);
-                        outs.insert(a, r);
-                    }
-                }
             }
             Fault::DuplicateComplete => {
                 if let Some(c) = outs

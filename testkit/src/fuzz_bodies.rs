@@ -6,7 +6,7 @@ use crate::oracle::Violation;
 use crate::sut::{Fuzz, Sut};
 use crate::world::{drive_to_quiescence, Quiesce, World};
 use arbitrary::Unstructured;
-use pnp_lifecycle::Input;
+use pnp_lifecycle::{Input, Tick};
 
 /// The longest input sequence one fuzz case drives.
 pub const MAX_INPUTS: usize = 512;
@@ -16,22 +16,23 @@ pub const MAX_INPUTS: usize = 512;
 pub struct Finding {
     /// What broke.
     pub violation: Violation,
-    /// The inputs, from a fresh machine.
-    pub inputs: Vec<Input>,
+    /// The inputs with the owner's `now` for each, from a fresh machine.
+    pub inputs: Vec<(Tick, Input)>,
 }
 
 impl std::fmt::Display for Finding {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         writeln!(f, "{} after {} inputs:", self.violation, self.inputs.len())?;
-        for i in &self.inputs {
-            writeln!(f, "  {:?}", i)?;
+        for (now, i) in &self.inputs {
+            writeln!(f, "  @{} {:?}", now.0, i)?;
         }
         Ok(())
     }
 }
 
 /// Drive `sut` with inputs generated from `data`, checking the oracle (and the model, if
-/// `with_model`) on every step, then check liveness with both quiescence drives.
+/// `with_model`) on every step, then check liveness with the three quiescence drives
+/// (cooperative, uncooperative and hostile clients).
 /// Returns the number of inputs applied.
 pub fn run_inputs<S: Sut>(
     data: &[u8],
@@ -46,11 +47,11 @@ pub fn run_inputs<S: Sut>(
     let mut generator = Generator::new();
     let mut inputs = Vec::new();
     while !u.is_empty() && inputs.len() < MAX_INPUTS {
-        let Ok(input) = generator.next(&mut u, &world) else {
+        let Ok((now, input)) = generator.next(&mut u, &world) else {
             break;
         };
-        inputs.push(input);
-        if let Err(violation) = world.step(input) {
+        inputs.push((now, input));
+        if let Err(violation) = world.step(now, input) {
             return Err(Finding { violation, inputs });
         }
         if world.oracle.unload_finished {
@@ -58,7 +59,7 @@ pub fn run_inputs<S: Sut>(
             break;
         }
     }
-    for mode in [Quiesce::Cooperative, Quiesce::Uncooperative] {
+    for mode in [Quiesce::Cooperative, Quiesce::Uncooperative, Quiesce::Hostile] {
         let mut w = world.clone();
         if let Err(mut violation) = drive_to_quiescence(&mut w, mode) {
             violation.detail = format!(
@@ -73,7 +74,7 @@ pub fn run_inputs<S: Sut>(
 
 /// The `core_inputs` target: arbitrary input sequences into the core (two devices, three
 /// clients, two ports), the oracle after every step, the reference model compared after
-/// every step, and both liveness drives at the end.
+/// every step, and the three liveness drives at the end.
 pub fn core_inputs(data: &[u8]) -> Result<usize, Finding> {
     run_inputs::<Fuzz>(data, true, Fuzz::create)
 }

@@ -1,8 +1,10 @@
 //! The input generator: turns fuzzer bytes (`arbitrary::Unstructured`) into inputs with
 //! small parameters — device ids below `DEVICES` (now and then one beyond), ports below
 //! `PORTS` (now and then one beyond), handles drawn mostly from those actually issued plus
-//! stale and forged ones, mostly-unique tokens, mostly-monotone ticks that often land on or
-//! past the next deadline — and, now and then, a raw `Input::arbitrary`.
+//! stale and forged ones, mostly-unique tokens — each with the owner's `now`: mostly the
+//! owner's clock as it is, sometimes a small step, sometimes a huge jump, sometimes the next
+//! deadline, rarely a step backwards (refused); `Timeout` mostly at `poll_timeout` — and,
+//! now and then, a raw `Input::arbitrary`.
 
 use crate::sut::Sut;
 use crate::world::{past_all_deadlines, World};
@@ -31,6 +33,7 @@ pub fn small_config(u: &mut Unstructured<'_>) -> Result<Config> {
             TrustedTimeoutPolicy::FailDevice
         },
         detach_timeout: u.int_in_range(1..=8)?,
+        callback_timeout: u.int_in_range(1..=10)?,
     })
 }
 
@@ -83,12 +86,35 @@ impl Generator {
         })
     }
 
-    /// The next input for `world`.
-    pub fn next<S: Sut>(&mut self, u: &mut Unstructured<'_>, world: &World<S>) -> Result<Input> {
-        // The owner's duty that keeps the model's precondition: return piled-up callbacks.
-        if let Some((client, _)) = world.callbacks_out().into_iter().find(|(_, n)| *n > 64) {
-            return Ok(Input::CallbackDone { client });
+    /// The next input for `world`, with the owner's `now` for it.
+    pub fn next<S: Sut>(
+        &mut self,
+        u: &mut Unstructured<'_>,
+        world: &World<S>,
+    ) -> Result<(Tick, Input)> {
+        let clock = world.clock;
+        let now = match u.int_in_range(0..=15u8)? {
+            0..=9 => clock,
+            10..=12 => clock.after(u.int_in_range(1..=3)?),
+            13 => clock.after(u.int_in_range(1_000..=1_000_000_000)?),
+            14 => world.sut.poll_timeout().map_or(clock, |t| t.max(clock)),
+            _ => Tick(clock.0.saturating_sub(u.int_in_range(1..=2)?)),
+        };
+        let input = self.input(u, world)?;
+        if input == Input::Timeout {
+            let t = match u.int_in_range(0..=9u8)? {
+                0..=5 => world.sut.poll_timeout().unwrap_or(clock).max(clock),
+                6 => past_all_deadlines(&world.sut.config(), clock),
+                7 => clock.after(u.int_in_range(0..=3)?),
+                8 => clock,
+                _ => Tick(clock.0.saturating_sub(u.int_in_range(1..=2)?)),
+            };
+            return Ok((t, input));
         }
+        Ok((now, input))
+    }
+
+    fn input<S: Sut>(&mut self, u: &mut Unstructured<'_>, world: &World<S>) -> Result<Input> {
         let choice = u.int_in_range(0..=99u8)?;
         let input = match choice {
             0..=3 => Input::AddDevice {
@@ -238,26 +264,21 @@ impl Generator {
                     what,
                 }
             }
-            84..=95 => {
-                let now = world.sut.now();
-                let now = match u.int_in_range(0..=9u8)? {
-                    0..=3 => world.sut.poll_timeout().unwrap_or(now).max(now),
-                    4..=5 => past_all_deadlines(&world.sut.config(), now),
-                    6..=7 => Tick(now.0 + u.int_in_range(0..=3)?),
-                    8 => now,
-                    _ => Tick(now.0.saturating_sub(u.int_in_range(1..=2)?)),
-                };
-                Input::Tick { now }
-            }
-            96 => Input::Unload,
-            _ => {
-                // A raw arbitrary input, nudged into range half of the time.
-                let mut i = Input::arbitrary(u)?;
-                if let Input::Tick { now } = &mut i {
-                    now.0 %= world.sut.now().0 + 100;
+            84..=93 => Input::Timeout,
+            94..=96 => {
+                let out = world.fences_out();
+                if !out.is_empty() && !u.ratio(1, 8)? {
+                    Input::FenceDone {
+                        client: *u.choose(&out)?,
+                    }
+                } else {
+                    Input::FenceDone {
+                        client: self.handle(u, world)?,
+                    }
                 }
-                i
             }
+            97 => Input::Unload,
+            _ => Input::arbitrary(u)?,
         };
         Ok(input)
     }

@@ -15,16 +15,19 @@
 //! * a link change to the state the port already has is accepted and tells nobody;
 //! * checks run in the order: unloaded, device id, table, then the handler's own checks in
 //!   the order its doc lists them (client lookup, then state, then data);
-//! * the callback and output-queue capacity errors (`CallbackBacklog`, `OutputBacklog`)
-//!   are not modelled: the testkit's owner drains outputs after every input and returns
-//!   callbacks long before 253 are in flight (the world asserts this precondition).
+//! * the output-queue capacity error (`OutputBacklog`) is not modelled: the testkit's owner
+//!   drains outputs after every input;
+//! * a client has at most one callback in flight; later events wait in a mailbox that
+//!   coalesces as the core documents (`Removed`/`Revoked` replace everything, one bit a
+//!   port for link changes told with the state at delivery, device news replaces older
+//!   news, `RESET`/`RESET_END` in order; ordered events before links before the last one).
 
 use pnp_lifecycle::{
     Access, BindingCaps, ClientHandle, ClientKind, ClientState, ClientView, Config, CycleOutcome,
-    DeviceId, Disposition, DriverPhase, Epoch, Error, Event, HardwareCommand, Input, InputKind,
-    LinkState, Output, PhaseKind, PhysPort, PortCaps, PortSet, Reply, RequestToken, ResetAnswer,
-    ResetResult, Role, StartResult, Status, Tick, TrustedTimeoutPolicy, Unregistered, VetoReason,
-    TABLE,
+    DeviceId, Disposition, DriverPhase, Epoch, Error, Event, FatalAnswer, HardwareCommand, Input,
+    InputKind, LinkState, Output, PhaseKind, PhysPort, PortCaps, PortSet, Reply, RequestToken,
+    ResetAnswer, ResetResult, Role, StartResult, Status, Tick, TrustedTimeoutPolicy, Unregistered,
+    VetoReason, TABLE,
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -76,13 +79,13 @@ enum Back {
 enum St {
     Absent,
     Added,
-    Starting(RequestToken),
+    Starting(RequestToken, bool),
     Running,
     Quiescing(u64),
     Executing(Next),
-    StopPending,
+    StopPending(bool),
     Stopped,
-    RemovePending(Back),
+    RemovePending(Back, bool),
     Failed(bool),
     Surprised {
         held: bool,
@@ -101,13 +104,13 @@ impl St {
         match self {
             St::Absent => PhaseKind::Absent,
             St::Added => PhaseKind::Added,
-            St::Starting(_) => PhaseKind::Starting,
+            St::Starting(..) => PhaseKind::Starting,
             St::Running => PhaseKind::Running,
             St::Quiescing(_) => PhaseKind::Quiescing,
             St::Executing(_) => PhaseKind::Executing,
-            St::StopPending => PhaseKind::StopPending,
+            St::StopPending(_) => PhaseKind::StopPending,
             St::Stopped => PhaseKind::Stopped,
-            St::RemovePending(_) => PhaseKind::RemovePending,
+            St::RemovePending(..) => PhaseKind::RemovePending,
             St::Failed(_) => PhaseKind::Failed,
             St::Surprised { .. } => PhaseKind::SurpriseRemoved,
             St::Removing { .. } => PhaseKind::Removing,
@@ -134,7 +137,60 @@ struct Cl {
     fresh: bool,
     holding: bool,
     ports: PortSet,
-    callbacks: u32,
+    /// When the callback in flight was made, if one is.
+    cb: Option<u64>,
+    /// The owner was asked to fence the client and has not reported it done.
+    fence: bool,
+    mbox: Mbox,
+}
+
+/// The events waiting for a client whose callback is in flight.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Mbox {
+    ordered: Vec<Event>,
+    links: PortSet,
+    last: Option<Event>,
+}
+
+impl Default for Mbox {
+    fn default() -> Self {
+        Mbox {
+            ordered: Vec::new(),
+            links: PortSet::EMPTY,
+            last: None,
+        }
+    }
+}
+
+impl Mbox {
+    fn is_empty(&self) -> bool {
+        self.ordered.is_empty() && self.links.is_empty() && self.last.is_none()
+    }
+    fn len(&self) -> usize {
+        self.ordered.len() + self.links.len() as usize + usize::from(self.last.is_some())
+    }
+    fn put(&mut self, e: Event) {
+        if self.last.is_some() {
+            return;
+        }
+        match e {
+            Event::Removed { .. } | Event::Revoked => {
+                *self = Mbox::default();
+                self.last = Some(e);
+            }
+            Event::LinkChanged { port, .. } => self.links = self.links.with(port),
+            Event::DeviceStarted { .. } | Event::DeviceStopped | Event::DeviceFatal => {
+                self.ordered.retain(|x| {
+                    !matches!(
+                        x,
+                        Event::DeviceStarted { .. } | Event::DeviceStopped | Event::DeviceFatal
+                    )
+                });
+                self.ordered.push(e);
+            }
+            Event::Reset | Event::ResetEnd { .. } => self.ordered.push(e),
+        }
+    }
 }
 
 impl Cl {
@@ -147,7 +203,9 @@ impl Cl {
             fresh: false,
             holding: false,
             ports: PortSet::EMPTY,
-            callbacks: 0,
+            cb: None,
+            fence: false,
+            mbox: Mbox::default(),
         }
     }
 }
@@ -249,22 +307,13 @@ impl Model {
                     kind: c.kind,
                     state,
                     ports: c.ports,
-                    callbacks_in_flight: u8::try_from(c.callbacks).unwrap_or(u8::MAX),
+                    callback_in_flight: c.cb.is_some(),
+                    waiting_events: c.mbox.len() as u8,
+                    fence_requested: c.fence,
                 },
             ));
         }
         v
-    }
-
-    /// The most callbacks any client has in flight (the model's precondition is that this
-    /// stays far below 253).
-    pub fn max_callbacks(&self) -> u32 {
-        self.devs
-            .iter()
-            .flat_map(|d| d.cls.iter())
-            .map(|c| c.callbacks)
-            .max()
-            .unwrap_or(0)
     }
 
     /// When the model next needs a tick.
@@ -274,6 +323,12 @@ impl Model {
         }
         let mut best: Option<u64> = None;
         for d in &self.devs {
+            for c in d.cls.iter().filter(|c| !c.fence) {
+                if let Some(since) = c.cb {
+                    let t = since.saturating_add(self.config.callback_timeout);
+                    best = Some(best.map_or(t, |b| b.min(t)));
+                }
+            }
             let t = match d.st {
                 St::Quiescing(since) => d
                     .cls
@@ -335,11 +390,12 @@ impl Model {
 
     /// Apply one input: the reply and every output it causes. On `Err` the model is
     /// unchanged and the output list is empty.
-    pub fn handle(&mut self, input: Input) -> (Result<Reply, Error>, Vec<Output>) {
+    pub fn handle(&mut self, now: Tick, input: Input) -> (Result<Reply, Error>, Vec<Output>) {
         let mut next = self.clone();
         let mut out = Vec::new();
-        match next.step(input, &mut out) {
+        match next.step(now.0, input, &mut out) {
             Ok(reply) => {
+                next.now = now.0;
                 next.unload_check(&mut out);
                 *self = next;
                 (Ok(reply), out)
@@ -353,19 +409,25 @@ impl Model {
             && self
                 .devs
                 .iter()
-                .all(|d| d.st == St::Absent && d.cls.iter().all(|c| c.callbacks == 0))
+                .all(|d| d.st == St::Absent)
         {
             out.push(Output::UnloadMayFinish);
             self.driver = DriverPhase::Unloaded;
         }
     }
 
-    fn step(&mut self, input: Input, out: &mut Out) -> Result<Reply, Error> {
+    fn step(&mut self, now: u64, input: Input, out: &mut Out) -> Result<Reply, Error> {
         if self.driver == DriverPhase::Unloaded {
             return Err(Error::Unloaded);
         }
+        if now < self.now {
+            return Err(Error::TimeWentBackwards {
+                last: Tick(self.now),
+            });
+        }
+        self.now = now;
         match input {
-            Input::Tick { now } => return self.tick(now.0, out),
+            Input::Timeout => return self.tick(now, out),
             Input::Unload => return self.unload(out),
             _ => {}
         }
@@ -408,12 +470,6 @@ impl Model {
     }
 
     fn tick(&mut self, now: u64, out: &mut Out) -> Result<Reply, Error> {
-        if now < self.now {
-            return Err(Error::TimeWentBackwards {
-                last: Tick(self.now),
-            });
-        }
-        self.now = now;
         let unloading = self.driver == DriverPhase::Unloading;
         let config = self.config;
         for (i, dev) in self.devs.iter_mut().enumerate() {
@@ -509,10 +565,69 @@ impl Dev {
         }
     }
 
+    /// Call the client now if nothing of its is in flight or waiting; else keep the event.
     fn tell(&mut self, cx: &mut Cx<'_>, i: usize, event: Event) {
-        self.cls[i].callbacks += 1;
-        let client = self.handle_of(cx.d, i);
-        cx.out.push(Output::Notify { client, event });
+        let c = &mut self.cls[i];
+        if c.cb.is_none() && c.mbox.is_empty() {
+            c.cb = Some(cx.now);
+            let client = self.handle_of(cx.d, i);
+            cx.out.push(Output::Notify { client, event });
+        } else {
+            c.mbox.put(event);
+        }
+    }
+
+    /// The client's callback returned: its next waiting event, if any.
+    fn deliver_next(&mut self, cx: &mut Cx<'_>, i: usize) {
+        let next = {
+            let c = &mut self.cls[i];
+            if !c.mbox.ordered.is_empty() {
+                Some(c.mbox.ordered.remove(0))
+            } else {
+                let mut found = None;
+                while let Some(port) = c.mbox.links.iter().next() {
+                    c.mbox.links = PortSet(c.mbox.links.0 & !PortSet::single(port).0);
+                    if c.ports.contains(port) {
+                        if let Some(Some((_, state))) = self.ports.get(usize::from(port.0)) {
+                            found = Some(Event::LinkChanged {
+                                port,
+                                state: *state,
+                            });
+                            break;
+                        }
+                    }
+                }
+                found.or_else(|| c.mbox.last.take())
+            }
+        };
+        if let Some(event) = next {
+            self.cls[i].cb = Some(cx.now);
+            let client = self.handle_of(cx.d, i);
+            cx.out.push(Output::Notify { client, event });
+        }
+    }
+
+    /// Revoke: fence if a callback is in flight, else tell `Revoked` (when `tell`).
+    fn revoke(&mut self, cx: &mut Cx<'_>, i: usize, tell: bool) {
+        let newly = matches!(self.cls[i].reg, Reg::Live | Reg::Removed);
+        if newly {
+            self.cls[i].reg = Reg::Revoked;
+        }
+        self.cls[i].mbox = Mbox::default();
+        let fence = self.cls[i].cb.is_some() && !self.cls[i].fence;
+        if fence {
+            self.cls[i].fence = true;
+            let client = self.handle_of(cx.d, i);
+            cx.out.push(Output::Fence { client });
+        }
+        if newly && tell && !fence {
+            self.tell(cx, i, Event::Revoked);
+        }
+    }
+
+    /// Whether the device waits on nothing of this client.
+    fn settled(c: &Cl) -> bool {
+        c.cb.is_none() && !c.fence
     }
 
     fn tell_live(&mut self, cx: &mut Cx<'_>, event: Event) {
@@ -564,25 +679,43 @@ impl Dev {
                 ok
             }
             Input::Start { token, .. } => {
-                self.st = St::Starting(token);
+                self.st = St::Starting(token, false);
                 cx.hw(HardwareCommand::Start);
                 ok
             }
             Input::StartDone { result, .. } => self.start_done(cx, result).map(|_| Reply::Accepted),
             Input::QueryStop { token, .. } => match self.st {
                 St::Running => {
-                    self.st = St::StopPending;
+                    self.st = St::StopPending(false);
                     cx.done(token, Status::Success);
                     ok
                 }
                 _ => Err(Error::Vetoed(VetoReason::ResetInProgress)),
             },
             Input::CancelStop { token, .. } => {
+                let St::StopPending(fatal) = self.st else {
+                    return Err(Error::InvalidState {
+                        phase: self.st.kind(),
+                        input: InputKind::CancelStop,
+                    });
+                };
                 self.st = St::Running;
                 cx.done(token, Status::Success);
+                if fatal {
+                    self.serve_deferred(cx);
+                }
                 ok
             }
             Input::Stop { token, .. } => {
+                let St::StopPending(fatal) = self.st else {
+                    return Err(Error::InvalidState {
+                        phase: self.st.kind(),
+                        input: InputKind::Stop,
+                    });
+                };
+                if fatal {
+                    cx.cycle(CycleOutcome::FoldedIntoStop);
+                }
                 self.st = St::Stopped;
                 self.tell_live(cx, Event::DeviceStopped);
                 cx.hw(HardwareCommand::Shutdown);
@@ -601,12 +734,12 @@ impl Dev {
                 if self.cls.iter().any(|c| c.reg == Reg::Live && c.holding) {
                     return Err(Error::Vetoed(VetoReason::ClientHoldsDevice));
                 }
-                self.st = St::RemovePending(back);
+                self.st = St::RemovePending(back, false);
                 cx.done(token, Status::Success);
                 ok
             }
             Input::CancelRemove { token, .. } => {
-                let St::RemovePending(back) = self.st else {
+                let St::RemovePending(back, fatal) = self.st else {
                     return Err(Error::InvalidState {
                         phase: self.st.kind(),
                         input: InputKind::CancelRemove,
@@ -619,11 +752,14 @@ impl Dev {
                     Back::Failed(h) => St::Failed(h),
                 };
                 cx.done(token, Status::Success);
+                if fatal {
+                    self.serve_deferred(cx);
+                }
                 ok
             }
             Input::Remove { token, .. } => self.remove(cx, Some(token)).map(|_| Reply::Accepted),
             Input::SurpriseRemoval { .. } => self.surprise(cx).map(|_| Reply::Accepted),
-            Input::FatalError { .. } => self.reset_request(cx).map(Reply::Reset),
+            Input::FatalError { .. } => self.fatal(cx).map(Reply::Fatal),
             Input::ResetDone { result, .. } => self.reset_done(cx, result).map(|_| Reply::Accepted),
             Input::LinkChanged { port, state, .. } => {
                 let pi = usize::from(port.0);
@@ -661,7 +797,9 @@ impl Dev {
                 c.fresh = true;
                 c.holding = false;
                 c.ports = PortSet::EMPTY;
-                c.callbacks = 0;
+                c.cb = None;
+                c.fence = false;
+                c.mbox = Mbox::default();
                 Ok(Reply::Registered {
                     client: self.handle_of(cx.d, i),
                     epoch: Epoch(self.epoch),
@@ -679,7 +817,9 @@ impl Dev {
                 if c.reg == Reg::Leaving {
                     return Ok(Reply::Unregistered(Unregistered::Already));
                 }
-                if c.callbacks == 0 {
+                let settled = Dev::settled(c);
+                self.cls[i].mbox = Mbox::default();
+                if settled {
                     self.release_slot(cx, i);
                 } else {
                     self.cls[i].reg = Reg::Leaving;
@@ -690,11 +830,29 @@ impl Dev {
             }
             Input::CallbackDone { client } => {
                 let i = current_index(self, client)?;
-                if self.cls[i].callbacks == 0 {
+                if self.cls[i].fence {
+                    return ok; // only the fence ends the wait
+                }
+                if self.cls[i].cb.is_none() {
                     return Err(Error::NoCallbackInFlight);
                 }
-                self.cls[i].callbacks -= 1;
-                if self.cls[i].callbacks == 0 && self.cls[i].reg == Reg::Leaving {
+                self.cls[i].cb = None;
+                if self.cls[i].reg == Reg::Leaving {
+                    self.release_slot(cx, i);
+                } else {
+                    self.deliver_next(cx, i);
+                }
+                self.maybe_finish_removal(cx);
+                ok
+            }
+            Input::FenceDone { client } => {
+                let i = current_index(self, client)?;
+                if !self.cls[i].fence {
+                    return Err(Error::NoFenceRequested);
+                }
+                self.cls[i].fence = false;
+                self.cls[i].cb = None;
+                if self.cls[i].reg == Reg::Leaving {
                     self.release_slot(cx, i);
                 }
                 self.maybe_finish_removal(cx);
@@ -713,6 +871,9 @@ impl Dev {
                 let i = live_index(self, client)?;
                 if self.cls[i].role != Role::Voting {
                     return Err(Error::NotVoting);
+                }
+                if self.cls[i].mbox.ordered.contains(&Event::Reset) {
+                    return Err(Error::ResetNotDelivered);
                 }
                 self.cls[i].role = Role::Acked;
                 self.maybe_execute(cx);
@@ -780,14 +941,14 @@ impl Dev {
                 }
                 Ok(Reply::AccessGranted)
             }
-            Input::Tick { .. } | Input::Unload => Err(Error::NoSuchDevice),
+            Input::Timeout | Input::Unload => Err(Error::NoSuchDevice),
         }
     }
 
     fn start_done(&mut self, cx: &mut Cx<'_>, result: StartResult) -> Result<(), Error> {
         let held = result != StartResult::FailedBeforeResources;
         match self.st {
-            St::Starting(token) => {
+            St::Starting(token, fatal) => {
                 let ok = result == StartResult::Started;
                 cx.done(
                     token,
@@ -803,14 +964,23 @@ impl Dev {
                     } else {
                         Undo::held(held)
                     };
+                    if fatal {
+                        cx.cycle(CycleOutcome::AbortedByRemove);
+                    }
                     self.begin_removal(cx, None, undo, None, false);
                 } else if ok {
                     self.st = St::Running;
                     let epoch = Epoch(self.epoch);
                     self.tell_live(cx, Event::DeviceStarted { epoch });
+                    if fatal {
+                        self.serve_deferred(cx);
+                    }
                 } else {
                     self.st = St::Failed(held);
                     self.tell_live(cx, Event::DeviceFatal);
+                    if fatal {
+                        cx.cycle(CycleOutcome::HardwareFailed);
+                    }
                 }
                 Ok(())
             }
@@ -843,10 +1013,10 @@ impl Dev {
     fn undo_for(&self) -> Undo {
         match self.st {
             St::Added | St::Stopped => Undo::None,
-            St::Running | St::StopPending | St::Quiescing(_) => Undo::ShutdownRelease,
-            St::RemovePending(Back::Added) | St::RemovePending(Back::Stopped) => Undo::None,
-            St::RemovePending(Back::Running) => Undo::ShutdownRelease,
-            St::RemovePending(Back::Failed(h)) | St::Failed(h) => Undo::held(h),
+            St::Running | St::StopPending(_) | St::Quiescing(_) => Undo::ShutdownRelease,
+            St::RemovePending(Back::Added, _) | St::RemovePending(Back::Stopped, _) => Undo::None,
+            St::RemovePending(Back::Running, _) => Undo::ShutdownRelease,
+            St::RemovePending(Back::Failed(h), _) | St::Failed(h) => Undo::held(h),
             _ => Undo::None,
         }
     }
@@ -857,7 +1027,7 @@ impl Dev {
                 phase: PhaseKind::Absent,
                 input: InputKind::Remove,
             }),
-            St::Starting(_) => match token {
+            St::Starting(..) => match token {
                 // Unload waits for the start to report.
                 None => Ok(()),
                 Some(_) => Err(Error::InvalidState {
@@ -907,6 +1077,9 @@ impl Dev {
                 Ok(())
             }
             _ => {
+                if let St::StopPending(true) | St::RemovePending(_, true) = self.st {
+                    cx.cycle(CycleOutcome::AbortedByRemove);
+                }
                 let undo = self.undo_for();
                 self.begin_removal(cx, token, undo, None, false);
                 Ok(())
@@ -923,11 +1096,20 @@ impl Dev {
     fn surprise(&mut self, cx: &mut Cx<'_>) -> Result<(), Error> {
         let (held, hw) = match self.st {
             St::Added | St::Stopped => (false, None),
-            St::Starting(token) => {
+            St::Starting(token, fatal) => {
                 cx.done(token, Status::DeviceGone);
+                if fatal {
+                    cx.cycle(CycleOutcome::AbortedBySurpriseRemoval);
+                }
                 (false, Some(Hw::Start))
             }
-            St::Running | St::StopPending => (true, None),
+            St::Running => (true, None),
+            St::StopPending(fatal) => {
+                if fatal {
+                    cx.cycle(CycleOutcome::AbortedBySurpriseRemoval);
+                }
+                (true, None)
+            }
             St::Quiescing(_) => {
                 self.all_roles(Role::Idle);
                 cx.cycle(CycleOutcome::AbortedBySurpriseRemoval);
@@ -946,11 +1128,16 @@ impl Dev {
                 }
                 (true, Some(Hw::Reset))
             }
-            St::RemovePending(back) => match back {
-                Back::Added | Back::Stopped => (false, None),
-                Back::Running => (true, None),
-                Back::Failed(h) => (h, None),
-            },
+            St::RemovePending(back, fatal) => {
+                if fatal {
+                    cx.cycle(CycleOutcome::AbortedBySurpriseRemoval);
+                }
+                match back {
+                    Back::Added | Back::Stopped => (false, None),
+                    Back::Running => (true, None),
+                    Back::Failed(h) => (h, None),
+                }
+            }
             St::Failed(h) => (h, None),
             St::Removing {
                 token,
@@ -1024,7 +1211,7 @@ impl Dev {
         let drained = self
             .cls
             .iter()
-            .all(|c| c.callbacks == 0 && matches!(c.reg, Reg::Free | Reg::Revoked));
+            .all(|c| Dev::settled(c) && matches!(c.reg, Reg::Free | Reg::Revoked));
         if !drained {
             return;
         }
@@ -1177,15 +1364,29 @@ impl Dev {
     }
 
     fn tick(&mut self, cx: &mut Cx<'_>) {
+        let now = cx.now;
+        let mut escalate = false;
+        let cb_timeout = cx.config.callback_timeout;
+        for i in 0..self.cls.len() {
+            let c = &self.cls[i];
+            let overran = c.reg != Reg::Free
+                && !c.fence
+                && c.cb.is_some_and(|since| now >= since.saturating_add(cb_timeout));
+            if overran {
+                escalate |= c.kind == ClientKind::Trusted
+                    && c.reg == Reg::Live
+                    && cx.config.trusted_policy == TrustedTimeoutPolicy::FailDevice;
+                self.revoke(cx, i, true);
+            }
+        }
         match self.st {
             St::Quiescing(since) => {
-                let mut fail = false;
                 for i in 0..self.cls.len() {
                     let c = &self.cls[i];
                     if c.reg != Reg::Live || c.role != Role::Voting {
                         continue;
                     }
-                    let due = cx.now
+                    let due = now
                         >= since.saturating_add(match c.kind {
                             ClientKind::Trusted => cx.config.trusted_ack_timeout,
                             ClientKind::Untrusted => cx.config.untrusted_ack_timeout,
@@ -1193,32 +1394,82 @@ impl Dev {
                     if !due {
                         continue;
                     }
-                    let revoke = c.kind == ClientKind::Untrusted
-                        || cx.config.trusted_policy == TrustedTimeoutPolicy::Revoke;
-                    if revoke {
-                        self.cls[i].reg = Reg::Revoked;
-                        self.tell(cx, i, Event::Revoked);
+                    if c.kind == ClientKind::Trusted
+                        && cx.config.trusted_policy == TrustedTimeoutPolicy::FailDevice
+                    {
+                        escalate = true;
                     } else {
-                        fail = true;
+                        self.revoke(cx, i, true);
                     }
                 }
-                if fail {
-                    self.all_roles(Role::Idle);
-                    self.st = St::Failed(true);
-                    cx.cycle(CycleOutcome::ClientTimedOut);
-                    self.tell_live(cx, Event::DeviceFatal);
-                } else {
-                    self.maybe_execute(cx);
-                }
             }
-            St::Removing { deadline, .. } if cx.now >= deadline => {
-                // Removed was their last event: revoke silently.
-                for c in self.cls.iter_mut().filter(|c| c.reg == Reg::Removed) {
-                    c.reg = Reg::Revoked;
+            St::Removing { deadline, .. } if now >= deadline => {
+                // Removed was their last event: revoked without another.
+                for i in 0..self.cls.len() {
+                    if self.cls[i].reg == Reg::Removed {
+                        self.revoke(cx, i, false);
+                    }
                 }
-                self.maybe_finish_removal(cx);
             }
             _ => {}
         }
+        if escalate && matches!(self.st, St::Running | St::Quiescing(_)) {
+            if matches!(self.st, St::Quiescing(_)) {
+                cx.cycle(CycleOutcome::ClientTimedOut);
+            }
+            self.all_roles(Role::Idle);
+            self.st = St::Failed(true);
+            self.tell_live(cx, Event::DeviceFatal);
+        }
+        self.maybe_execute(cx);
+        self.maybe_finish_removal(cx);
+    }
+
+    /// A catastrophic error: served, deferred, folded or answered with a reason.
+    fn fatal(&mut self, cx: &mut Cx<'_>) -> Result<FatalAnswer, Error> {
+        match self.st {
+            St::Running | St::Quiescing(_) => match self.reset_request(cx) {
+                Ok(a) => Ok(FatalAnswer::Served(a)),
+                Err(_) => {
+                    self.fail_exhausted(cx);
+                    Ok(FatalAnswer::DeviceFailed)
+                }
+            },
+            St::Executing(Next::Remove(_)) => Ok(FatalAnswer::FoldedIntoRemoval),
+            St::Executing(_) if cx.unloading => Ok(FatalAnswer::FoldedIntoRemoval),
+            St::Executing(_) => Ok(FatalAnswer::Served(
+                self.reset_request(cx).unwrap_or(ResetAnswer::Joined),
+            )),
+            St::Starting(t, _) => {
+                self.st = St::Starting(t, true);
+                Ok(FatalAnswer::Deferred)
+            }
+            St::StopPending(_) => {
+                self.st = St::StopPending(true);
+                Ok(FatalAnswer::Deferred)
+            }
+            St::RemovePending(Back::Running, _) => {
+                self.st = St::RemovePending(Back::Running, true);
+                Ok(FatalAnswer::Deferred)
+            }
+            St::Absent => Err(Error::InvalidState {
+                phase: PhaseKind::Absent,
+                input: InputKind::FatalError,
+            }),
+            other => Ok(FatalAnswer::HardwareNotLive(other.kind())),
+        }
+    }
+
+    fn serve_deferred(&mut self, cx: &mut Cx<'_>) {
+        if self.reset_request(cx).is_err() {
+            self.fail_exhausted(cx);
+            cx.cycle(CycleOutcome::HardwareFailed);
+        }
+    }
+
+    fn fail_exhausted(&mut self, cx: &mut Cx<'_>) {
+        self.all_roles(Role::Idle);
+        self.st = St::Failed(true);
+        self.tell_live(cx, Event::DeviceFatal);
     }
 }

@@ -1,14 +1,19 @@
-//! The oracle: invariants I1-I10 of `DESIGN.md` as executable predicates over one step
-//! (the machine before, the input, the result, the outputs drained after it, the machine
-//! after), plus the owner-side bookkeeping they need (what each client was told, which
-//! callbacks and hardware commands are outstanding, which tokens are owed).
+//! The oracle: the rules of `DESIGN.md` (I1-I11, I13 and the unnumbered rules it can see)
+//! as executable predicates over one step (the owner's `now`, the machine before, the
+//! input, the result, the outputs drained after it, the machine after), plus the
+//! owner-side bookkeeping they need (what each client was told, which callback is in
+//! flight since when, which fences, hardware commands and tokens are outstanding, when
+//! each cycle and removal began).
 //!
-//! The oracle never looks inside the core: it uses the [`Sut`] observations only.
+//! The oracle never looks inside the core: it uses the [`Sut`] observations only (outputs,
+//! replies and public queries), so it checks the core's own decisions with the reference
+//! model off.
 
 use crate::sut::Sut;
 use pnp_lifecycle::{
-    ClientHandle, ClientKind, ClientState, CycleOutcome, DeviceId, DriverPhase, Epoch, Error,
-    Event, HardwareCommand, Input, InputKind, Output, PhaseKind, Reply, ResetAnswer, Unregistered,
+    disposition, ClientHandle, ClientKind, ClientState, Config, CycleOutcome, DeviceId,
+    Disposition, DriverPhase, Epoch, Error, Event, FatalAnswer, HardwareCommand, Input, InputKind,
+    Output, PhaseKind, Reply, ResetAnswer, Tick, TrustedTimeoutPolicy, Unregistered,
 };
 use std::collections::BTreeMap;
 use std::fmt;
@@ -39,6 +44,25 @@ pub enum Check {
     I9,
     /// I10: a refused input changes nothing and queues nothing.
     I10,
+    /// I11: surprise removal, remove, unload, the time, hardware completions and fatal
+    /// errors are refused only for the owner's own failure or by the state table.
+    I11,
+    /// I13: no client revoked or timed out before its configured deadline, counted from
+    /// the `now` of the input that started it; time never goes backwards.
+    I13,
+    /// At most one callback in flight per client.
+    OneCallback,
+    /// A revoked client with a callback in flight is fenced (and only such a client).
+    Fence,
+    /// A registration admitted while remove is pending.
+    PendingRemove,
+    /// Query remove accepted while a client holds the device.
+    HoldVeto,
+    /// A stop that does not release the hardware resources.
+    StopRelease,
+    /// Every fatal error is answered: a `Deferred` one later by exactly one
+    /// `ResetCycleFinished` (or a cycle that serves it), the others by a correct reason.
+    FatalAnswered,
     /// Outputs of one input exceed the documented bound, or outputs were lost.
     Bound,
     /// Client handles: aliasing, unregister winners, `ClientGone`, callbacks.
@@ -78,8 +102,18 @@ macro_rules! fail {
 pub struct ClientBook {
     /// Trusted or not.
     pub trusted: bool,
-    /// Notifications delivered and not yet returned with `CallbackDone`.
-    pub callbacks: u32,
+    /// The `now` at which the callback in flight was made, if one is.
+    pub callback: Option<Tick>,
+    /// Told `DeviceFatal`: only `Removed`/`Revoked` may answer a `Reset` from now on.
+    pub fatal_told: bool,
+    /// The owner was asked to fence it (counts as revoked).
+    pub fenced: bool,
+    /// The fence was asked for and not yet reported done.
+    pub fence_pending: bool,
+    /// The core revoked it (seen in its state, or a fence): no event but `Revoked` after.
+    pub cut: bool,
+    /// It holds the device (an accepted `Hold` without `ReleaseHold`).
+    pub holding: bool,
     /// An `Unregister` for it returned `Now`.
     pub unregistered: bool,
     /// It was told `Removed`.
@@ -91,7 +125,8 @@ pub struct ClientBook {
     /// It is owed one of `ResetEnd`/`Removed`/`Revoked` (told `Reset`, or registered
     /// during a cycle).
     pub owed_end: bool,
-    /// It was told `Reset` and has not answered, left or been revoked.
+    /// A voter of the running cycle (active when it began) that has not answered, left
+    /// or been revoked.
     pub voter: bool,
     /// The epoch of the interface it holds (from registration or `AcquireInterface`).
     pub interface: Option<Epoch>,
@@ -125,6 +160,12 @@ pub struct DeviceBook {
     pub followup: bool,
     /// Highest epoch seen in a completed cycle.
     pub epoch: u32,
+    /// When the running cycle began (voters' deadlines count from here).
+    pub cycle_since: Option<Tick>,
+    /// When the removal under way began (the detach deadline counts from here).
+    pub removal_since: Option<Tick>,
+    /// A fatal error answered `Deferred` and not yet answered again.
+    pub fatal_deferred: bool,
     /// Every client handle ever issued for the device.
     pub clients: BTreeMap<(u8, u16), ClientBook>,
 }
@@ -191,17 +232,29 @@ impl Oracle {
 
     /// Check one step. `before` is the machine before `input`, `after` the machine after it
     /// and after `outputs` were drained from it.
+    #[allow(clippy::too_many_arguments)]
     pub fn check_step<S: Sut>(
         &mut self,
+        now: Tick,
         before: &S,
         input: &Input,
         result: &Result<Reply, Error>,
         outputs: &[Output],
         after: &S,
     ) -> Result<(), Violation> {
+        // ---- I13: the clock -----------------------------------------------------------
+        if result.is_ok() && now < before.now() {
+            fail!(
+                I13,
+                "{:?} accepted at {:?}, before the last accepted {:?}",
+                input,
+                now,
+                before.now()
+            );
+        }
         // ---- bounds and I2's "nothing after" --------------------------------------
         let bound = match input {
-            Input::Tick { .. } | Input::Unload => S::DRIVER_INPUT_OUTPUTS,
+            Input::Timeout | Input::Unload => S::DRIVER_INPUT_OUTPUTS,
             _ => S::DEVICE_INPUT_OUTPUTS,
         };
         if outputs.len() > bound {
@@ -246,34 +299,173 @@ impl Oracle {
             if !outputs.is_empty() {
                 fail!(I10, "refused {:?} but queued {:?}", input, outputs);
             }
-            return self.check_refusal(before, input, result);
+            return self.check_refusal(now, before, input, result);
         };
 
+        // ---- revocations the core decided in this step (I13), before the outputs ------
+        let revoked_now = self.revocations(now, before, input, outputs, after)?;
+
         // ---- effects of the accepted input itself ------------------------------------
-        self.accept_input(before, input, reply, after)?;
+        self.accept_input(now, before, input, reply, after)?;
 
         // ---- the outputs, in order -----------------------------------------------------
-        let mut told_end: Vec<(ClientHandle, Epoch)> = Vec::new();
-        let owed_at_start: Vec<ClientHandle> = self
-            .handles()
-            .filter(|(_, c)| c.owed_end && !c.gone && !c.unregistered)
-            .map(|(h, _)| h)
-            .collect();
         for o in outputs {
-            self.output(before, after, input, o, &mut told_end)?;
+            self.output(now, before, after, input, o)?;
         }
 
         // ---- whole-step checks -----------------------------------------------------------
-        self.end_of_step(before, input, outputs, after, &owed_at_start, &told_end)
+        self.end_of_step(now, before, input, reply, outputs, after, &revoked_now)
+    }
+
+    /// Every client the core revoked in this step (its state turned `Revoked`, a fence was
+    /// asked for, or a `Removed` client was freed without unregistering), each checked
+    /// against the deadlines that justify it (I13), and a fence asked for every one whose
+    /// callback was in flight.
+    fn revocations<S: Sut>(
+        &mut self,
+        now: Tick,
+        before: &S,
+        input: &Input,
+        outputs: &[Output],
+        after: &S,
+    ) -> Result<Vec<ClientHandle>, Violation> {
+        let config = before.config();
+        let mut revoked = Vec::new();
+        let handles: Vec<ClientHandle> = self.handles().map(|(h, _)| h).collect();
+        for h in handles {
+            let Some(bv) = before.client(h) else { continue };
+            if bv.state == ClientState::Revoked {
+                continue;
+            }
+            let av = after.client(h);
+            let unregistering = matches!(input, Input::Unregister { client } if *client == h);
+            let fenced = outputs
+                .iter()
+                .any(|o| matches!(o, Output::Fence { client } if *client == h));
+            let turned = match av {
+                Some(v) => v.state == ClientState::Revoked,
+                None => {
+                    !unregistering
+                        && matches!(bv.state, ClientState::Removed | ClientState::Active { .. })
+                }
+            };
+            if !(turned || fenced) {
+                continue;
+            }
+            let c = self.client(h).cloned().unwrap_or_default();
+            let d = self.dev(h.device).cloned().unwrap_or_default();
+            let kind = if c.trusted {
+                ClientKind::Trusted
+            } else {
+                ClientKind::Untrusted
+            };
+            let by_callback = c
+                .callback
+                .is_some_and(|t| now >= t.after(config.callback_timeout));
+            let by_ack = c.voter
+                && d.cycle_since
+                    .is_some_and(|t| now >= t.after(ack_timeout(&config, kind)));
+            let by_detach = bv.state == ClientState::Removed
+                && d.removal_since
+                    .is_some_and(|t| now >= t.after(config.detach_timeout));
+            if !(by_callback || by_ack || by_detach) {
+                fail!(
+                    I13,
+                    "{:?} revoked at {:?} before any deadline: callback since {:?} (+{}), \
+                     voter {} of a cycle since {:?}, removal since {:?} (+{})",
+                    h,
+                    now,
+                    c.callback,
+                    config.callback_timeout,
+                    c.voter,
+                    d.cycle_since,
+                    d.removal_since,
+                    config.detach_timeout
+                );
+            }
+            if c.callback.is_some() && !c.fence_pending && !fenced {
+                fail!(
+                    Fence,
+                    "{:?} revoked with a callback in flight since {:?}, but no fence asked",
+                    h,
+                    c.callback
+                );
+            }
+            if let Some(b) = self.client_mut(h) {
+                b.cut = true;
+                b.voter = false;
+            }
+            revoked.push(h);
+        }
+        Ok(revoked)
     }
 
     fn check_refusal<S: Sut>(
         &mut self,
+        now: Tick,
         before: &S,
         input: &Input,
         result: &Result<Reply, Error>,
     ) -> Result<(), Violation> {
         let Err(e) = result else { return Ok(()) };
+        if let Error::TimeWentBackwards { last } = e {
+            if now >= before.now() || *last != before.now() {
+                fail!(
+                    I13,
+                    "{:?} at {:?} refused as backwards (last {:?}, machine at {:?})",
+                    input,
+                    now,
+                    last,
+                    before.now()
+                );
+            }
+        }
+        // I11: only the owner's failure or the state table may refuse these.
+        let kind = input.kind();
+        if matches!(
+            kind,
+            InputKind::SurpriseRemoval
+                | InputKind::Remove
+                | InputKind::Unload
+                | InputKind::Timeout
+                | InputKind::StartDone
+                | InputKind::ResetDone
+                | InputKind::FatalError
+        ) {
+            let phase = input.device().and_then(|d| before.phase(d));
+            let allowed = match e {
+                Error::OutputBacklog { .. }
+                | Error::Unloaded
+                | Error::TimeWentBackwards { .. }
+                | Error::NoSuchDevice
+                | Error::UnloadAlreadyRequested => true,
+                Error::InvalidState { phase: p, input: k } => {
+                    Some(*p) == phase
+                        && *k == kind
+                        && (disposition(*p, kind) == Disposition::Refuse
+                            // A second surprise removal, or a removal under way.
+                            || matches!(
+                                (p, kind),
+                                (PhaseKind::SurpriseRemoved, InputKind::SurpriseRemoval)
+                                    | (PhaseKind::Absent, _)
+                            ))
+                }
+                Error::NoHardwareCommandInFlight => {
+                    matches!(kind, InputKind::StartDone | InputKind::ResetDone)
+                }
+                Error::RequestPending => kind == InputKind::Remove,
+                _ => false,
+            };
+            if !allowed {
+                fail!(
+                    I11,
+                    "{:?} refused with {:?} in {:?}: clients made the machine refuse it",
+                    input,
+                    e,
+                    phase
+                );
+            }
+        }
         // The hardware completions must match the owner's outstanding commands.
         match (input, e) {
             (Input::StartDone { device, .. }, Error::NoHardwareCommandInFlight) => {
@@ -295,7 +487,7 @@ impl Oracle {
                 }
             }
             (Input::CallbackDone { client }, Error::NoCallbackInFlight) => {
-                if self.client(*client).is_some_and(|c| c.callbacks > 0) {
+                if self.client(*client).is_some_and(|c| c.callback.is_some()) {
                     fail!(
                         Handles,
                         "CallbackDone refused for {:?} with callbacks out",
@@ -325,7 +517,6 @@ impl Oracle {
             }
             _ => {}
         }
-        let _ = before;
         Ok(())
     }
 
@@ -346,11 +537,40 @@ impl Oracle {
 
     fn accept_input<S: Sut>(
         &mut self,
+        now: Tick,
         before: &S,
         input: &Input,
         reply: &Reply,
         after: &S,
     ) -> Result<(), Violation> {
+        // Cycles and removals that began in this step, and deferred fatal errors.
+        for i in 0..S::DEVICES {
+            let d = DeviceId(i as u8);
+            let (pb, pa) = (before.phase(d), after.phase(d));
+            if pa == Some(PhaseKind::Removing) && pb != Some(PhaseKind::Removing) {
+                self.dev_mut(d)?.removal_since = Some(now);
+            }
+            if is_cycle_phase(pa) && !is_cycle_phase(pb) {
+                let requested = input.device() == Some(d)
+                    && matches!(
+                        reply,
+                        Reply::Reset(ResetAnswer::Started)
+                            | Reply::Fatal(FatalAnswer::Served(ResetAnswer::Started))
+                    );
+                let b = self.dev_mut(d)?;
+                if b.cycles_owed != 0 {
+                    fail!(I8, "a new cycle began while {} owed", b.cycles_owed);
+                }
+                if !requested {
+                    if !b.fatal_deferred {
+                        fail!(I8, "{:?} began a cycle nobody asked for ({:?})", d, input);
+                    }
+                    b.fatal_deferred = false;
+                }
+                b.cycles_owed = 1;
+                self.begin_cycle(d, now)?;
+            }
+        }
         // Tokens of accepted requests are owed one completion each.
         if let Some((d, t)) = token_of(input) {
             *self.dev_mut(d)?.tokens.entry(t).or_insert(0) += 1;
@@ -435,6 +655,14 @@ impl Oracle {
                         before.epoch(device)
                     );
                 }
+                if before.phase(device) == Some(PhaseKind::RemovePending) {
+                    fail!(
+                        PendingRemove,
+                        "{:?} admitted to {:?} while remove is pending",
+                        client,
+                        device
+                    );
+                }
                 let cycle = is_cycle_phase(before.phase(device));
                 let b = self.dev_mut(device)?;
                 if b.clients.contains_key(&(client.slot, client.generation)) {
@@ -486,17 +714,51 @@ impl Oracle {
                     if let Some(c) = self.client_mut(client) {
                         c.unregistered = true;
                         c.voter = false;
+                        c.holding = false;
                     }
                 }
             }
             Input::CallbackDone { client } => match self.client_mut(client) {
-                Some(c) if c.callbacks > 0 && !c.gone => c.callbacks -= 1,
+                Some(c) if c.fence_pending => {}
+                Some(c) if c.callback.is_some() && !c.gone => c.callback = None,
                 _ => fail!(
                     Handles,
                     "CallbackDone accepted for {:?} with none out",
                     client
                 ),
             },
+            Input::FenceDone { client } => match self.client_mut(client) {
+                Some(c) if c.fence_pending => {
+                    c.fence_pending = false;
+                    c.callback = None;
+                }
+                _ => fail!(Fence, "FenceDone accepted for {:?}, no fence asked", client),
+            },
+            Input::Hold { client } => {
+                if let Some(c) = self.client_mut(client) {
+                    c.holding = true;
+                }
+            }
+            Input::ReleaseHold { client } => {
+                if let Some(c) = self.client_mut(client) {
+                    c.holding = false;
+                }
+            }
+            Input::QueryRemove { device, .. } => {
+                let b = self.dev_mut(device)?;
+                if let Some((h, _)) = b
+                    .clients
+                    .iter()
+                    .find(|(_, c)| c.holding && c.addressable() && !c.cut)
+                {
+                    fail!(
+                        HoldVeto,
+                        "query remove of {:?} accepted while client {:?} holds it",
+                        device,
+                        h
+                    );
+                }
+            }
             Input::AcquireInterface { client } => {
                 let Reply::Interface(e) = *reply else {
                     fail!(Handles, "AcquireInterface answered {:?}", reply);
@@ -515,7 +777,10 @@ impl Oracle {
                 }
             }
             Input::ResetExecute { client } => match self.client_mut(client) {
-                Some(c) if c.voter => c.voter = false,
+                Some(c) if c.voter && c.owed_end => c.voter = false,
+                Some(c) if c.voter => {
+                    fail!(I4, "ResetExecute accepted from {:?} never told Reset", client)
+                }
                 _ => fail!(I3, "ResetExecute accepted from a non-voter {:?}", client),
             },
             Input::Access { client, epoch, .. } => {
@@ -538,7 +803,7 @@ impl Oracle {
                 }
                 match phase {
                     Some(PhaseKind::Running) => {}
-                    Some(PhaseKind::Quiescing) if c.voter => {}
+                    Some(PhaseKind::Quiescing) if c.voter || c.owed_end => {}
                     _ => fail!(I3, "access granted in {:?} (voter: {})", phase, c.voter),
                 }
             }
@@ -548,10 +813,10 @@ impl Oracle {
         if let Some(client) = client_of(input) {
             if !matches!(
                 input.kind(),
-                InputKind::Unregister | InputKind::CallbackDone
+                InputKind::Unregister | InputKind::CallbackDone | InputKind::FenceDone
             ) {
                 match self.client(client) {
-                    Some(c) if c.addressable() => {}
+                    Some(c) if c.addressable() && !c.cut => {}
                     other => fail!(
                         I1,
                         "{:?} accepted from a client that is not live ({:?})",
@@ -561,16 +826,57 @@ impl Oracle {
                 }
             }
         }
+        // Every fatal error is answered, with a reason that fits the state.
+        if let Reply::Fatal(answer) = *reply {
+            let d = input.device().unwrap_or(DeviceId(0));
+            let pb = before.phase(d);
+            let ok = match answer {
+                FatalAnswer::Served(_) => matches!(
+                    pb,
+                    Some(PhaseKind::Running | PhaseKind::Quiescing | PhaseKind::Executing)
+                ),
+                FatalAnswer::Deferred => matches!(
+                    pb,
+                    Some(PhaseKind::Starting | PhaseKind::StopPending | PhaseKind::RemovePending)
+                ),
+                FatalAnswer::FoldedIntoRemoval => {
+                    pb == Some(PhaseKind::Executing)
+                        && self.dev(d).is_some_and(|b| b.removal_requested)
+                }
+                FatalAnswer::HardwareNotLive(k) => {
+                    Some(k) == pb
+                        && matches!(
+                            k,
+                            PhaseKind::Added
+                                | PhaseKind::Stopped
+                                | PhaseKind::Failed
+                                | PhaseKind::SurpriseRemoved
+                                | PhaseKind::Removing
+                                | PhaseKind::RemovePending
+                        )
+                }
+                FatalAnswer::DeviceFailed => after.phase(d) == Some(PhaseKind::Failed),
+            };
+            if !ok {
+                fail!(FatalAnswered, "fatal error in {:?} answered {:?}", pb, answer);
+            }
+            if answer == FatalAnswer::Deferred && !is_cycle_phase(after.phase(d)) {
+                self.dev_mut(d)?.fatal_deferred = true;
+            }
+        }
         // I8: count the reset requests.
-        if let Reply::Reset(answer) = *reply {
+        let answer = match *reply {
+            Reply::Reset(a) | Reply::Fatal(FatalAnswer::Served(a)) => Some(a),
+            _ => None,
+        };
+        if let Some(answer) = answer {
             let d = input.device().unwrap_or(DeviceId(0));
             let b = self.dev_mut(d)?;
             match answer {
                 ResetAnswer::Started => {
-                    if b.cycles_owed != 0 {
-                        fail!(I8, "a new cycle started while {} owed", b.cycles_owed);
+                    if b.cycles_owed == 0 {
+                        fail!(I8, "a cycle answered Started but none began");
                     }
-                    b.cycles_owed = 1;
                 }
                 ResetAnswer::Joined => {
                     if b.cycles_owed == 0 {
@@ -593,11 +899,11 @@ impl Oracle {
 
     fn output<S: Sut>(
         &mut self,
+        now: Tick,
         before: &S,
         after: &S,
         input: &Input,
         o: &Output,
-        told_end: &mut Vec<(ClientHandle, Epoch)>,
     ) -> Result<(), Violation> {
         if self.unload_finished {
             fail!(I2, "output {:?} after UnloadMayFinish", o);
@@ -610,13 +916,33 @@ impl Oracle {
                 if c.unregistered {
                     fail!(I1, "{:?} to {:?} after its unregistration", event, client);
                 }
-                if c.removed || c.revoked {
+                if c.removed || c.revoked || c.fenced {
                     fail!(I1, "{:?} to {:?} after its last event", event, client);
+                }
+                if c.cut && event != Event::Revoked {
+                    fail!(I1, "{:?} to {:?} after its revocation", event, client);
                 }
                 if c.gone {
                     fail!(I1, "{:?} to {:?} after ClientGone", event, client);
                 }
-                c.callbacks += 1;
+                if let Some(since) = c.callback {
+                    fail!(
+                        OneCallback,
+                        "{:?} to {:?} while its callback since {:?} is in flight",
+                        event,
+                        client,
+                        since
+                    );
+                }
+                c.callback = Some(now);
+                if c.fatal_told
+                    && matches!(
+                        event,
+                        Event::Reset | Event::ResetEnd { .. } | Event::DeviceStarted { .. }
+                    )
+                {
+                    fail!(I4, "{:?} to {:?} after DeviceFatal", event, client);
+                }
                 match event {
                     Event::Reset => {
                         if c.owed_end {
@@ -627,16 +953,13 @@ impl Oracle {
                             );
                         }
                         c.owed_end = true;
-                        c.voter = true;
                     }
                     Event::ResetEnd { epoch } => {
                         if !c.owed_end {
                             fail!(I4, "ResetEnd to {:?} that was owed none", client);
                         }
                         c.owed_end = false;
-                        c.voter = false;
-                        told_end.push((client, epoch));
-                        if Some(epoch) != after.epoch(client.device) {
+                        if Some(epoch) > after.epoch(client.device) {
                             fail!(
                                 I6,
                                 "ResetEnd{{{:?}}} but the device is at {:?}",
@@ -648,7 +971,6 @@ impl Oracle {
                     Event::Removed { surprise } => {
                         c.removed = true;
                         c.owed_end = false;
-                        c.voter = false;
                         let dev_surprise = self.dev(client.device).is_some_and(|d| d.surprise);
                         if surprise && !dev_surprise {
                             fail!(Model, "Removed{{surprise}} without a surprise removal");
@@ -659,32 +981,60 @@ impl Oracle {
                         c.owed_end = false;
                         c.voter = false;
                     }
+                    Event::DeviceFatal => {
+                        c.owed_end = false;
+                        c.fatal_told = true;
+                    }
                     Event::DeviceStarted { epoch } => {
-                        if Some(epoch) != before.epoch(client.device) {
+                        if Some(epoch) > after.epoch(client.device) {
                             fail!(
                                 I6,
                                 "DeviceStarted{{{:?}}} at {:?}",
                                 epoch,
-                                before.epoch(client.device)
+                                after.epoch(client.device)
                             );
                         }
                     }
-                    Event::LinkChanged { port, .. } => {
+                    Event::LinkChanged { port, state } => {
                         let bound = before.client(client).is_some_and(|v| {
                             v.ports.contains(port) && matches!(v.state, ClientState::Active { .. })
                         });
-                        if !bound || !matches!(input, Input::LinkChanged { .. }) {
+                        let delivery = matches!(
+                            input,
+                            Input::LinkChanged { .. } | Input::CallbackDone { .. }
+                        );
+                        if !bound || !delivery || after.link(client.device, port) != Some(state)
+                        {
                             fail!(
                                 I7,
-                                "link event to {:?}, bound {}, input {:?}",
+                                "link event {:?} {:?} to {:?}, bound {}, input {:?}, link now {:?}",
+                                port,
+                                state,
                                 client,
                                 bound,
-                                input
+                                input,
+                                after.link(client.device, port)
                             );
                         }
                     }
-                    Event::DeviceStopped | Event::DeviceFatal => {}
+                    Event::DeviceStopped => {}
                 }
+            }
+            Output::Fence { client } => {
+                let Some(c) = self.client_mut(client) else {
+                    fail!(Fence, "fence for never-issued {:?}", client);
+                };
+                if c.gone || c.fence_pending || c.fenced {
+                    fail!(Fence, "fence for {:?} asked twice or after it left", client);
+                }
+                if c.callback.is_none() {
+                    fail!(Fence, "fence for {:?}, which has nothing in flight", client);
+                }
+                c.fenced = true;
+                c.fence_pending = true;
+                c.cut = true;
+                c.owed_end = false;
+                c.voter = false;
             }
             Output::Hardware { device, command } => {
                 let b = self.dev_mut(device)?;
@@ -714,7 +1064,7 @@ impl Oracle {
                         if let Some((h, _)) = b
                             .clients
                             .iter()
-                            .find(|(_, c)| c.voter && !c.gone && !c.unregistered)
+                            .find(|(_, c)| c.voter && !c.gone && !c.unregistered && !c.cut)
                         {
                             fail!(
                                 I3,
@@ -754,10 +1104,26 @@ impl Oracle {
             Output::ResetCycleFinished { device, outcome } => {
                 let b = self.dev_mut(device)?;
                 if b.cycles_owed == 0 {
+                    if b.fatal_deferred {
+                        // The answer to a deferred fatal error.
+                        b.fatal_deferred = false;
+                        return Ok(());
+                    }
                     fail!(I8, "ResetCycleFinished({:?}) with no cycle owed", outcome);
                 }
+                if outcome == CycleOutcome::FoldedIntoStop {
+                    fail!(FatalAnswered, "a cycle ended FoldedIntoStop");
+                }
                 b.cycles_owed -= 1;
+                let followup = b.followup;
                 b.followup = false;
+                b.cycle_since = None;
+                if followup && b.cycles_owed == 1 && matches!(outcome, CycleOutcome::Completed(_))
+                {
+                    // The follow-up cycle begins now: every active client votes.
+                    self.begin_cycle(device, now)?;
+                }
+                let b = self.dev_mut(device)?;
                 if let CycleOutcome::Completed(e) = outcome {
                     if e.0 <= b.epoch {
                         fail!(I6, "cycle completed at {:?}, not above {}", e, b.epoch);
@@ -785,12 +1151,12 @@ impl Oracle {
                 if c.gone {
                     fail!(Handles, "ClientGone twice for {:?}", client);
                 }
-                if c.callbacks != 0 {
+                if c.callback.is_some() || c.fence_pending {
                     fail!(
                         Handles,
-                        "ClientGone for {:?} with {} callbacks out",
+                        "ClientGone for {:?} with a callback (since {:?}) or fence out",
                         client,
-                        c.callbacks
+                        c.callback
                     );
                 }
                 if c.owed_end && !c.unregistered {
@@ -837,7 +1203,10 @@ impl Oracle {
                 if let Some(i) = self.devices.iter().position(|b| b.present) {
                     fail!(I2, "UnloadMayFinish with device {} present", i);
                 }
-                if let Some((h, _)) = self.handles().find(|(_, c)| !c.gone || c.callbacks > 0) {
+                if let Some((h, _)) = self
+                    .handles()
+                    .find(|(_, c)| !c.gone || c.callback.is_some() || c.fence_pending)
+                {
                     fail!(I2, "UnloadMayFinish with client {:?} left", h);
                 }
                 self.unload_finished = true;
@@ -846,15 +1215,82 @@ impl Oracle {
         Ok(())
     }
 
+    /// Mark every live client of `d` a voter of a cycle beginning at `now`.
+    fn begin_cycle(&mut self, d: DeviceId, now: Tick) -> Result<(), Violation> {
+        let b = self.dev_mut(d)?;
+        b.cycle_since = Some(now);
+        for c in b.clients.values_mut() {
+            c.voter = c.addressable() && !c.cut;
+        }
+        Ok(())
+    }
+
+    #[allow(clippy::too_many_arguments)]
     fn end_of_step<S: Sut>(
         &mut self,
+        now: Tick,
         before: &S,
         input: &Input,
+        reply: &Reply,
         outputs: &[Output],
         after: &S,
-        owed_at_start: &[ClientHandle],
-        told_end: &[(ClientHandle, Epoch)],
+        revoked_now: &[ClientHandle],
     ) -> Result<(), Violation> {
+        let config = after.config();
+        // A stop releases the hardware resources.
+        if let Input::Stop { device, .. } = *input {
+            if !outputs.iter().any(|o| {
+                *o == Output::Hardware {
+                    device,
+                    command: HardwareCommand::ReleaseResources,
+                }
+            }) {
+                fail!(
+                    StopRelease,
+                    "stop of {:?} did not release its resources: {:?}",
+                    device,
+                    outputs
+                );
+            }
+        }
+        // I13: a device failed by a timeout only when a trusted client missed a deadline.
+        if *input == Input::Timeout {
+            for i in 0..S::DEVICES {
+                let d = DeviceId(i as u8);
+                let pb = before.phase(d);
+                if !matches!(pb, Some(PhaseKind::Running | PhaseKind::Quiescing))
+                    || after.phase(d) != Some(PhaseKind::Failed)
+                {
+                    continue;
+                }
+                let b = &self.devices[i];
+                let due = config.trusted_policy == TrustedTimeoutPolicy::FailDevice
+                    && b.clients.iter().any(|(&(slot, generation), c)| {
+                        let h = ClientHandle {
+                            device: d,
+                            slot,
+                            generation,
+                        };
+                        let active = matches!(
+                            before.client(h).map(|v| v.state),
+                            Some(ClientState::Active { .. })
+                        );
+                        c.trusted
+                            && active
+                            && (revoked_now.contains(&h)
+                                && c.callback.is_some_and(|t| {
+                                    now >= t.after(config.callback_timeout)
+                                })
+                                || b.cycle_since.is_some_and(|t| {
+                                    now >= t.after(config.trusted_ack_timeout)
+                                }))
+                    });
+                if !due {
+                    fail!(I13, "{:?} failed at {:?} with no trusted deadline passed", d, now);
+                }
+            }
+        }
+        let _ = reply;
         // I5: requests that complete at once did so.
         if let Some((d, t)) = token_of(input) {
             let at_once = matches!(
@@ -875,32 +1311,6 @@ impl Oracle {
         }
         for (i, b) in self.devices.iter().enumerate() {
             let d = DeviceId(i as u8);
-            // I4: a completed cycle told ResetEnd to every client owed one.
-            for o in outputs {
-                if let Output::ResetCycleFinished {
-                    device,
-                    outcome: CycleOutcome::Completed(e),
-                } = *o
-                {
-                    if device != d {
-                        continue;
-                    }
-                    for h in owed_at_start.iter().filter(|h| h.device == d) {
-                        let c = &b.clients[&(h.slot, h.generation)];
-                        if c.unregistered || c.revoked || c.removed {
-                            continue;
-                        }
-                        if !told_end.contains(&(*h, e)) {
-                            fail!(
-                                I4,
-                                "cycle completed at {:?} but {:?} was not told ResetEnd",
-                                e,
-                                h
-                            );
-                        }
-                    }
-                }
-            }
             // I8: the cycles owed match the device state.
             let phase = after.phase(d);
             let ok = match phase {
@@ -926,7 +1336,25 @@ impl Oracle {
                     b.tokens
                 );
             }
-            // The owner's callback count agrees with the machine's.
+            // A fatal error deferred by a state that is left is answered in that step.
+            if b.fatal_deferred
+                && !matches!(
+                    phase,
+                    Some(PhaseKind::Starting | PhaseKind::StopPending | PhaseKind::RemovePending)
+                )
+            {
+                fail!(
+                    FatalAnswered,
+                    "{:?} left the state that deferred a fatal error ({:?} -> {:?}) unanswered",
+                    d,
+                    before.phase(d),
+                    phase
+                );
+            }
+            let deadline = after.poll_timeout();
+            let covers = |t: Tick| deadline.is_some_and(|p| p <= t);
+            // The owner's callback bookkeeping agrees with the machine's, every deadline
+            // is in `poll_timeout`, and nobody owed an answer to `RESET` is left hanging.
             for (&(slot, generation), c) in &b.clients {
                 let h = ClientHandle {
                     device: d,
@@ -934,13 +1362,74 @@ impl Oracle {
                     generation,
                 };
                 if let Some(v) = after.client(h) {
-                    if u32::from(v.callbacks_in_flight) != c.callbacks {
+                    if v.callback_in_flight != c.callback.is_some()
+                        || v.fence_requested != c.fence_pending
+                    {
                         fail!(
                             Handles,
-                            "{:?}: machine counts {} callbacks, owner {}",
+                            "{:?}: machine says callback {} fence {}, owner {:?} {}",
                             h,
-                            v.callbacks_in_flight,
-                            c.callbacks
+                            v.callback_in_flight,
+                            v.fence_requested,
+                            c.callback,
+                            c.fence_pending
+                        );
+                    }
+                    if let (Some(t), false) = (c.callback, c.fence_pending) {
+                        if !covers(t.after(config.callback_timeout)) {
+                            fail!(
+                                I9,
+                                "callback to {:?} since {:?}: its deadline is not in \
+                                 poll_timeout {:?}",
+                                h,
+                                t,
+                                deadline
+                            );
+                        }
+                    }
+                    let kind = if c.trusted {
+                        ClientKind::Trusted
+                    } else {
+                        ClientKind::Untrusted
+                    };
+                    if let (true, false, Some(t)) = (c.voter, c.cut, b.cycle_since) {
+                        if !covers(t.after(ack_timeout(&config, kind))) {
+                            fail!(
+                                I9,
+                                "voter {:?} of a cycle since {:?}: deadline not in \
+                                 poll_timeout {:?}",
+                                h,
+                                t,
+                                deadline
+                            );
+                        }
+                    }
+                    if let (ClientState::Removed, Some(PhaseKind::Removing), Some(t)) =
+                        (v.state, phase, b.removal_since)
+                    {
+                        if !covers(t.after(config.detach_timeout)) {
+                            fail!(
+                                I9,
+                                "{:?} must detach by {:?}, not in poll_timeout {:?}",
+                                h,
+                                t.after(config.detach_timeout),
+                                deadline
+                            );
+                        }
+                    }
+                    if c.owed_end
+                        && !c.cut
+                        && !c.unregistered
+                        && b.cycles_owed == 0
+                        && !v.callback_in_flight
+                        && v.waiting_events == 0
+                    {
+                        fail!(
+                            I4,
+                            "{:?} was told RESET, its cycle is over and nothing more is \
+                             coming to it ({:?})",
+                            h,
+                            phase
                         );
                     }
                     if c.gone {
@@ -967,11 +1456,14 @@ impl Oracle {
                         None => continue,
                     };
                     if other
-                        .handle(Input::LinkChanged {
+                        .handle(
+                            before.now(),
+                            Input::LinkChanged {
                             device,
                             port,
                             state,
-                        })
+                        },
+                        )
                         .is_ok()
                     {
                         flipped = true;
@@ -980,8 +1472,8 @@ impl Oracle {
                 }
                 if flipped {
                     let mut plain = before.clone();
-                    let a = plain.handle(*input);
-                    let b = other.handle(*input);
+                    let a = plain.handle(now, *input);
+                    let b = other.handle(now, *input);
                     if a != b {
                         fail!(
                             I7,
@@ -1015,13 +1507,24 @@ impl Oracle {
                 fail!(I9, "device {} never removed", i);
             }
         }
-        if let Some((h, c)) = self.handles().find(|(_, c)| !c.gone || c.callbacks > 0) {
+        if let Some((h, c)) = self
+            .handles()
+            .find(|(_, c)| !c.gone || c.callback.is_some() || c.fence_pending)
+        {
             fail!(I9, "client {:?} left: {:?}", h, c);
         }
         if !self.unload_finished {
             fail!(I9, "unload never finished");
         }
         Ok(())
+    }
+}
+
+/// How long a voter of `kind` has to answer `RESET`.
+pub fn ack_timeout(config: &Config, kind: ClientKind) -> u64 {
+    match kind {
+        ClientKind::Trusted => config.trusted_ack_timeout,
+        ClientKind::Untrusted => config.untrusted_ack_timeout,
     }
 }
 
@@ -1035,6 +1538,7 @@ pub fn client_of(input: &Input) -> Option<ClientHandle> {
     match *input {
         Input::Unregister { client }
         | Input::CallbackDone { client }
+        | Input::FenceDone { client }
         | Input::AcquireInterface { client }
         | Input::ResetRequest { client }
         | Input::ResetExecute { client }

@@ -27,8 +27,8 @@ pub trait Sut: Clone + Eq + Hash + Debug {
 
     /// A fresh machine.
     fn create(config: Config) -> Self;
-    /// Apply one input.
-    fn handle(&mut self, input: Input) -> Result<Reply, Error>;
+    /// Apply one input that happened at `now` on the owner's clock.
+    fn handle(&mut self, now: Tick, input: Input) -> Result<Reply, Error>;
     /// Take the next output.
     fn poll_output(&mut self) -> Option<Output>;
     /// Outputs still queued.
@@ -43,7 +43,7 @@ pub trait Sut: Clone + Eq + Hash + Debug {
     fn epoch(&self, device: DeviceId) -> Option<Epoch>;
     /// The unload fence.
     fn driver_phase(&self) -> DriverPhase;
-    /// The last tick.
+    /// The `now` of the last input accepted.
     fn now(&self) -> Tick;
     /// The next deadline.
     fn poll_timeout(&self) -> Option<Tick>;
@@ -69,8 +69,8 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Sut for Lif
     fn create(config: Config) -> Self {
         Lifecycle::new(config)
     }
-    fn handle(&mut self, input: Input) -> Result<Reply, Error> {
-        Lifecycle::handle(self, input)
+    fn handle(&mut self, now: Tick, input: Input) -> Result<Reply, Error> {
+        Lifecycle::handle(self, now, input)
     }
     fn poll_output(&mut self) -> Option<Output> {
         Lifecycle::poll_output(self)
@@ -118,6 +118,8 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Sut for Lif
 
 /// The small machine the explorer uses: 1 device, 3 clients, 2 physical ports.
 pub type Small = Lifecycle<1, 3, 2, { pnp_lifecycle::queue_capacity(1, 3) }>;
+/// The explorer's two-device machine: 2 devices, 3 clients, 1 physical port.
+pub type Pair = Lifecycle<2, 3, 1, { pnp_lifecycle::queue_capacity(2, 3) }>;
 /// The machine the fuzz bodies use: 2 devices (the unload fence spans both), 3 clients,
 /// 2 physical ports.
 pub type Fuzz = Lifecycle<2, 3, 2, { pnp_lifecycle::queue_capacity(2, 3) }>;

@@ -1,6 +1,7 @@
 //! The owner: a machine under test, the oracle, and optionally the reference model,
-//! stepped together. [`World::step`] keeps the owner's obligation (drain every output
-//! after every input), checks the invariants, and compares with the model.
+//! stepped together. The owner keeps a clock and passes its `now` with every input.
+//! [`World::step`] keeps the owner's obligation (drain every output after every input),
+//! checks the invariants, and compares with the model.
 
 use crate::model::Model;
 use crate::oracle::{Check, Oracle, Violation};
@@ -28,6 +29,8 @@ pub struct World<S: Sut> {
     pub oracle: Oracle,
     /// The reference model, compared after every step when present.
     pub model: Option<Model>,
+    /// The owner's clock: the latest `now` it passed.
+    pub clock: Tick,
 }
 
 impl<S: Sut> World<S> {
@@ -37,6 +40,7 @@ impl<S: Sut> World<S> {
             sut: S::create(config),
             oracle: Oracle::new(S::DEVICES),
             model: with_model.then(|| Model::new(S::DEVICES, S::CLIENTS, S::PORTS, config)),
+            clock: Tick(0),
         }
     }
 
@@ -47,14 +51,22 @@ impl<S: Sut> World<S> {
             sut,
             oracle: Oracle::new(S::DEVICES),
             model: with_model.then(|| Model::new(S::DEVICES, S::CLIENTS, S::PORTS, config)),
+            clock: Tick(0),
         }
     }
 
-    /// Apply one input, drain every output, check every invariant and compare with the
+    /// Apply one input at the owner's current clock.
+    pub fn step_now(&mut self, input: Input) -> Result<Step, Violation> {
+        self.step(self.clock, input)
+    }
+
+    /// Apply one input that happened at `now` (the owner's clock moves to `now` if it is
+    /// later), drain every output, check every invariant and compare with the
     /// model. A `Violation` describes the first rule broken.
-    pub fn step(&mut self, input: Input) -> Result<Step, Violation> {
+    pub fn step(&mut self, now: Tick, input: Input) -> Result<Step, Violation> {
+        self.clock = self.clock.max(now);
         let before = self.sut.clone();
-        let result = self.sut.handle(input);
+        let result = self.sut.handle(now, input);
         let mut outputs = Vec::new();
         while let Some(o) = self.sut.poll_output() {
             outputs.push(o);
@@ -66,15 +78,9 @@ impl<S: Sut> World<S> {
             }
         }
         self.oracle
-            .check_step(&before, &input, &result, &outputs, &self.sut)?;
+            .check_step(now, &before, &input, &result, &outputs, &self.sut)?;
         if let Some(model) = self.model.as_mut() {
-            if model.max_callbacks() > 200 {
-                return Err(Violation {
-                    check: Check::Harness,
-                    detail: "owner let more than 200 callbacks pile up".into(),
-                });
-            }
-            let (mres, mouts) = model.handle(input);
+            let (mres, mouts) = model.handle(now, input);
             if mres != result {
                 return Err(Violation {
                     check: Check::Model,
@@ -101,12 +107,21 @@ impl<S: Sut> World<S> {
         Ok(Step { result, outputs })
     }
 
-    /// Clients whose callbacks the owner still has to return, with how many.
-    pub fn callbacks_out(&self) -> Vec<(ClientHandle, u32)> {
+    /// Clients with a callback in flight (not fenced), with when it was made.
+    pub fn callbacks_out(&self) -> Vec<(ClientHandle, Tick)> {
         self.oracle
             .handles()
-            .filter(|(_, c)| c.callbacks > 0)
-            .map(|(h, c)| (h, c.callbacks))
+            .filter(|(_, c)| !c.fence_pending)
+            .filter_map(|(h, c)| c.callback.map(|t| (h, t)))
+            .collect()
+    }
+
+    /// Clients the owner was asked to fence and has not reported done.
+    pub fn fences_out(&self) -> Vec<ClientHandle> {
+        self.oracle
+            .handles()
+            .filter(|(_, c)| c.fence_pending)
+            .map(|(h, _)| h)
             .collect()
     }
 }
@@ -223,28 +238,36 @@ pub fn compare_state<S: Sut>(sut: &S, model: &Model) -> Result<(), String> {
 /// How [`drive_to_quiescence`] treats the clients.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Quiesce {
-    /// Clients answer: every one unregisters; then the driver unloads.
+    /// Clients answer: every callback returns, every client unregisters; then the driver
+    /// unloads.
     Cooperative,
-    /// Clients never answer or detach (only their callbacks return, which is the owner's
-    /// duty): ticks past every deadline must still end every cycle, and then unload must
-    /// finish.
+    /// Clients return their callbacks but never answer `RESET` or detach: deadlines must
+    /// still end every cycle, and then unload must finish.
     Uncooperative,
+    /// Clients never return a callback, never answer, never detach, and the owner's clock
+    /// jumps far ahead between inputs. The owner only keeps its own duties: complete
+    /// hardware commands, answer fences (late), feed `Timeout` when the clock reaches
+    /// `poll_timeout`. Every cycle, stop, remove and unload must still finish (I9).
+    Hostile,
 }
 
-/// I9: from any state, keep the owner's duties (return every callback, complete every
-/// hardware command), unregister or ignore the clients per `mode`, tick to every deadline,
-/// and unload; assert that every cycle, removal and the unload finish within a bounded
-/// number of inputs, and that every obligation is met at the end. Returns the number of
-/// inputs it took.
+/// How far the hostile owner's clock jumps between inputs.
+pub const HOSTILE_JUMP: u64 = 1_000_000_007;
+
+/// I9: from any state, keep the owner's duties (complete every hardware command, answer
+/// every fence, feed `Timeout` at every deadline), let the clients behave per `mode`, and
+/// unload; assert that every cycle, removal and the unload finish within a bounded number
+/// of inputs, and that every obligation is met at the end. Returns the number of inputs
+/// it took.
 pub fn drive_to_quiescence<S: Sut>(
     world: &mut World<S>,
     mode: Quiesce,
 ) -> Result<usize, Violation> {
-    let callbacks: u32 = world.callbacks_out().iter().map(|(_, n)| *n).sum();
     let clients = S::DEVICES * S::CLIENTS;
-    // Each callback returned once, each client unregistered once (and told at most two
-    // events a device step), each device: a hardware completion or two, a tick or two.
-    let budget = callbacks as usize + 6 * clients + 8 * S::DEVICES + 8;
+    // A client: a few callbacks (its mailbox holds at most three ordered events, a link
+    // bit a port and a last event), an unregister, a fence. A device: hardware
+    // completions and a few timeouts.
+    let budget = clients * (S::PORTS + 10) + 10 * S::DEVICES + 16;
     let mut steps = 0;
     let mut cycles_settled = mode == Quiesce::Cooperative;
     while steps <= budget {
@@ -252,8 +275,8 @@ pub fn drive_to_quiescence<S: Sut>(
             world.oracle.check_quiescent()?;
             return Ok(steps);
         }
-        let input = next_duty(world, mode, &mut cycles_settled)?;
-        world.step(input)?;
+        let (now, input) = next_duty(world, mode, &mut cycles_settled)?;
+        world.step(now, input)?;
         steps += 1;
     }
     Err(Violation {
@@ -273,23 +296,32 @@ fn next_duty<S: Sut>(
     world: &World<S>,
     mode: Quiesce,
     cycles_settled: &mut bool,
-) -> Result<Input, Violation> {
-    if let Some((client, _)) = world.callbacks_out().first() {
-        return Ok(Input::CallbackDone { client: *client });
+) -> Result<(Tick, Input), Violation> {
+    let clock = world.clock.max(world.sut.now());
+    let hostile = mode == Quiesce::Hostile;
+    let jump = |t: Tick| if hostile { t.after(HOSTILE_JUMP) } else { t };
+    let due = world.sut.poll_timeout();
+    if hostile && due.is_some_and(|t| t <= clock) {
+        return Ok((clock, Input::Timeout));
+    }
+    if !hostile {
+        if let Some((client, _)) = world.callbacks_out().first() {
+            return Ok((clock, Input::CallbackDone { client: *client }));
+        }
+    }
+    if let Some(client) = world.fences_out().first() {
+        // The owner waits out the call for a bounded time, then reports.
+        return Ok((jump(clock), Input::FenceDone { client: *client }));
     }
     for (i, b) in world.oracle.devices.iter().enumerate() {
         let device = DeviceId(i as u8);
         if b.start_in_flight {
-            return Ok(Input::StartDone {
-                device,
-                result: StartResult::Started,
-            });
+            let result = StartResult::Started;
+            return Ok((jump(clock), Input::StartDone { device, result }));
         }
         if b.reset_in_flight {
-            return Ok(Input::ResetDone {
-                device,
-                result: ResetResult::Succeeded,
-            });
+            let result = ResetResult::Succeeded;
+            return Ok((jump(clock), Input::ResetDone { device, result }));
         }
     }
     if mode == Quiesce::Cooperative {
@@ -298,17 +330,15 @@ fn next_duty<S: Sut>(
             .handles()
             .find(|(_, c)| !c.gone && !c.unregistered)
         {
-            return Ok(Input::Unregister { client });
+            return Ok((clock, Input::Unregister { client }));
         }
     }
     if !*cycles_settled {
         let running = world.oracle.devices.iter().any(|b| b.cycles_owed > 0);
         if !running {
             *cycles_settled = true;
-        } else if let Some(t) = world.sut.poll_timeout() {
-            return Ok(Input::Tick {
-                now: t.max(world.sut.now()),
-            });
+        } else if let Some(t) = due {
+            return Ok((t.max(clock), Input::Timeout));
         } else {
             return Err(Violation {
                 check: Check::I9,
@@ -317,17 +347,16 @@ fn next_duty<S: Sut>(
         }
     }
     if world.sut.driver_phase() == DriverPhase::Loaded && !world.oracle.unload_requested {
-        return Ok(Input::Unload);
+        return Ok((jump(clock), Input::Unload));
     }
-    if let Some(t) = world.sut.poll_timeout() {
-        return Ok(Input::Tick {
-            now: t.max(world.sut.now()),
-        });
+    if let Some(t) = due {
+        return Ok((jump(t.max(clock)), Input::Timeout));
     }
     Err(Violation {
         check: Check::I9,
         detail: format!(
-            "stuck: unload not finished, nothing to do, no deadline; phases {:?}",
+            "stuck ({:?}): unload not finished, nothing to do, no deadline; phases {:?}",
+            mode,
             (0..S::DEVICES)
                 .map(|d| world.sut.phase_detail(DeviceId(d as u8)))
                 .collect::<Vec<_>>()
@@ -345,6 +374,7 @@ pub fn past_all_deadlines(config: &Config, now: Tick) -> Tick {
     let most = config
         .untrusted_ack_timeout
         .max(config.trusted_ack_timeout)
-        .max(config.detach_timeout);
+        .max(config.detach_timeout)
+        .max(config.callback_timeout);
     Tick(now.0.saturating_add(most).saturating_add(1))
 }
