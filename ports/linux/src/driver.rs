@@ -131,6 +131,14 @@ pub trait IbClient: Send + Sync {
     fn disassociate(&self, dev: DeviceId) {
         let _ = dev;
     }
+    /// Not a callback: the port fenced the context on `dev` (revoked while a callback of
+    /// it was in flight; that callback was cancelled before it ran, or returned, or — with
+    /// `overran` — is still running past the fence's grace: it may finish, but its calls
+    /// fail). No other callback for `dev` follows; every later call fails with `EIO`.
+    /// Called under the port lock: must not block or call the port.
+    fn disassociated(&self, dev: DeviceId, overran: bool) {
+        let _ = (dev, overran);
+    }
 }
 
 /// The driver's hardware hooks (called outside the lock).
@@ -217,6 +225,14 @@ struct Inner {
     fenced: Vec<ClientHandle>,
     /// Fences carried out whose `FenceDone` is still to be fed.
     fence_done_owed: VecDeque<ClientHandle>,
+    /// Fences waiting for a running callback to return, until a deadline.
+    fence_waiting: Vec<(ClientHandle, Tick)>,
+    /// The callback taken off the FIFO and not yet handed back, with its gate.
+    taken: Option<(ClientHandle, std::sync::Arc<std::sync::atomic::AtomicU8>)>,
+    /// How long a fence waits out a running callback.
+    fence_grace: u64,
+    /// Fences done while the callback still ran (grace passed).
+    fence_overran: Vec<ClientHandle>,
     inline: bool,
     clients: Vec<ClientRec>,
     next_client: u32,
@@ -237,6 +253,8 @@ struct Inner {
 /// ([`InFlight::call`]) and handed back with [`Driver::finish_job`].
 pub struct InFlight {
     job: Job,
+    /// 0 taken, 1 running, 2 cancelled by a fence before it ran.
+    gate: std::sync::Arc<std::sync::atomic::AtomicU8>,
     ops: Option<Arc<dyn IbClient>>,
     vote: Option<PciErsResult>,
     called: bool,
@@ -262,6 +280,10 @@ impl InFlight {
             return;
         }
         self.called = true;
+        use std::sync::atomic::Ordering::SeqCst;
+        if self.gate.compare_exchange(0, 1, SeqCst, SeqCst).is_err() {
+            return; // fenced before it ran: never made
+        }
         match (self.job, &self.ops) {
             (Job::Hw { dev, command }, _) => hw.command(dev, command),
             (Job::Add { dev, .. }, Some(ops)) => ops.add(dev),
@@ -340,7 +362,54 @@ impl Inner {
         }
         self.jobs
             .retain(|j| !matches!(j, Job::Notify { handle: h, .. } if *h == handle));
-        self.fence_done_owed.push_back(handle);
+        // The port's own `add` / `remove` callbacks for this attachment are cut off too.
+        if let Some(i) = self.client_of(handle) {
+            let id = self.clients[i].id;
+            let before = self.jobs.len();
+            self.jobs.retain(|j| {
+                !matches!(j, Job::Add { client, dev } | Job::Remove { client, dev }
+                    if *client == id && *dev == handle.device)
+            });
+            let dropped = (before - self.jobs.len()) as u32;
+            self.clients[i].pending -= dropped;
+        }
+        // A callback taken off the FIFO: cancel it if it has not started, else wait it
+        // out (until it returns, or for `fence_grace` at most).
+        use std::sync::atomic::Ordering::SeqCst;
+        let running = self.taken.as_ref().is_some_and(|(h, gate)| {
+            *h == handle && gate.compare_exchange(0, 2, SeqCst, SeqCst).is_err()
+        });
+        if running {
+            let deadline = self.clock.now().after(self.fence_grace);
+            self.fence_waiting.push((handle, deadline));
+        } else {
+            self.fence_done_owed.push_back(handle);
+        }
+    }
+
+    /// Fences whose grace passed: done, whether or not the callback returned (its late
+    /// return is not reported; the context is disassociated).
+    fn expire_fences(&mut self) {
+        let now = self.clock.now();
+        let mut i = 0;
+        while i < self.fence_waiting.len() {
+            if self.fence_waiting[i].1 <= now {
+                let (h, _) = self.fence_waiting.remove(i);
+                self.fence_overran.push(h);
+                self.fence_done_owed.push_back(h);
+            } else {
+                i += 1;
+            }
+        }
+    }
+
+    /// The next deadline: the core's `poll_timeout`, or a fence's grace if earlier.
+    fn next_deadline(&self) -> Option<Tick> {
+        let fences = self.fence_waiting.iter().map(|(_, t)| *t).min();
+        match (self.m.poll_timeout(), fences) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     fn client_of(&self, handle: ClientHandle) -> Option<usize> {
@@ -357,9 +426,21 @@ impl Inner {
     fn drain(&mut self) {
         loop {
             self.drain_outputs();
+            self.expire_fences();
             let Some(client) = self.fence_done_owed.pop_front() else {
                 return;
             };
+            // The context is disassociated: tell its owner object (not a callback).
+            let overran = match self.fence_overran.iter().position(|h| *h == client) {
+                Some(pos) => {
+                    self.fence_overran.swap_remove(pos);
+                    true
+                }
+                None => false,
+            };
+            if let Some(i) = self.client_of(client) {
+                self.clients[i].ops.disassociated(client.device, overran);
+            }
             let now = self.clock.now();
             if let Err(e) = self.m.handle(now, Input::FenceDone { client }) {
                 self.violations.push(format!("FenceDone refused: {e:?}"));
@@ -493,8 +574,13 @@ impl Inner {
             }
             Job::Hw { .. } => None,
         };
+        let gate = std::sync::Arc::new(std::sync::atomic::AtomicU8::new(0));
+        if let Job::Notify { handle, .. } = job {
+            self.taken = Some((handle, gate.clone()));
+        }
         Some(InFlight {
             job,
+            gate,
             ops,
             vote: None,
             called: false,
@@ -502,6 +588,17 @@ impl Inner {
     }
 
     fn finish(&mut self, f: InFlight) {
+        if let Job::Notify { handle, .. } = f.job {
+            if self.taken.as_ref().is_some_and(|(h, _)| *h == handle) {
+                self.taken = None;
+            }
+            // The callback returned: a fence that waited for it is done.
+            if let Some(pos) = self.fence_waiting.iter().position(|(h, _)| *h == handle) {
+                self.fence_waiting.remove(pos);
+                self.fence_done_owed.push_back(handle);
+                self.drain();
+            }
+        }
         match f.job {
             Job::Notify {
                 client,
@@ -644,6 +741,10 @@ impl Driver {
                 clock,
                 fenced: Vec::new(),
                 fence_done_owed: VecDeque::new(),
+                fence_waiting: Vec::new(),
+                taken: None,
+                fence_grace: config.callback_timeout,
+                fence_overran: Vec::new(),
                 inline,
                 clients: Vec::new(),
                 next_client: 0,
@@ -682,7 +783,7 @@ impl Driver {
     /// Wake the waiters; the timer thread only when it has something to do.
     fn wake(&self, g: &Inner) {
         self.cv.notify_all();
-        if g.unload_finished || g.m.poll_timeout().is_some() {
+        if g.unload_finished || g.next_deadline().is_some() {
             self.timer_cv.notify_all();
         }
     }
@@ -1123,7 +1224,13 @@ impl Driver {
 
     /// When the core next needs [`timeout`](Self::timeout) (its `poll_timeout`).
     pub fn next_timeout(&self) -> Option<Tick> {
-        self.lock().m.poll_timeout()
+        self.lock().next_deadline()
+    }
+
+    /// How long a fence waits out a callback still running (default: the config's
+    /// `callback_timeout`). After it the context is disassociated anyway.
+    pub fn set_fence_grace(&self, ticks: u64) {
+        self.lock().fence_grace = ticks;
     }
 
     /// Block until a deadline exists (`Some(deadline)`, the core's `poll_timeout`: call
@@ -1137,7 +1244,7 @@ impl Driver {
             if g.unload_finished {
                 return None;
             }
-            if let Some(t) = g.m.poll_timeout() {
+            if let Some(t) = g.next_deadline() {
                 return Some(t);
             }
             if !g.inline {

@@ -68,6 +68,17 @@ pub enum Entry {
         /// The device.
         dev: DeviceId,
     },
+    /// The port fenced client `c` on `dev` (a revocation with a callback in flight; no
+    /// callback follows).
+    Fenced {
+        /// The recorder's number.
+        c: u32,
+        /// The device.
+        dev: DeviceId,
+        /// The callback in flight still ran past the fence's grace: its `Enter` may
+        /// still come (it began before the fence), but nothing after it.
+        overran: bool,
+    },
     /// `unload` returned.
     UnloadDone,
 }
@@ -146,6 +157,16 @@ impl IbClient for Recorder {
     fn disassociate(&self, dev: DeviceId) {
         self.rec(dev, What::Disassociate)
     }
+    fn disassociated(&self, dev: DeviceId, overran: bool) {
+        push(
+            &self.log,
+            Entry::Fenced {
+                c: self.c,
+                dev,
+                overran,
+            },
+        );
+    }
 }
 
 /// Hardware that logs every reset it performs.
@@ -175,6 +196,9 @@ struct PerDev {
     /// A `reset_ack` the core accepted before this client was told the cycle's `RESET`
     /// (possibly even before its `add` was delivered); consumed by that `RESET`.
     pre_ack: bool,
+    /// Fenced while its callback overran the grace and may not have logged its `Enter`
+    /// yet: that one callback may still appear, nothing else.
+    overran: bool,
 }
 
 /// Check I1–I5 on a finished log. `ended`: the scenario ran to completion (unload
@@ -204,6 +228,12 @@ pub fn check(log: &[Entry], ended: bool) -> Result<(), String> {
                 }
                 running[ci] = true;
                 let s = &mut st[ci][d];
+                if s.closed && s.overran && !matches!(what, What::Add) {
+                    // The callback that was in flight when the fence overran: it began
+                    // before the fence. Exactly one is allowed.
+                    s.overran = false;
+                    continue;
+                }
                 if s.closed && what != What::Add {
                     return Err(format!(
                         "I1: client {c} got {what:?} on dev {} at {pos} after its last event",
@@ -283,6 +313,8 @@ pub fn check(log: &[Entry], ended: bool) -> Result<(), String> {
                         let revoked_later = log[pos..].iter().any(|x| {
                             matches!(x, Entry::Enter { c, dev: xd, what: What::Disassociate }
                                 if *c as usize % C == ci && usize::from(xd.0) % D == d)
+                                || matches!(x, Entry::Fenced { c, dev: xd, .. }
+                                if *c as usize % C == ci && usize::from(xd.0) % D == d)
                         });
                         if !revoked_later {
                             return Err(format!(
@@ -291,6 +323,16 @@ pub fn check(log: &[Entry], ended: bool) -> Result<(), String> {
                         }
                     }
                 }
+            }
+            Entry::Fenced { c, dev, overran } => {
+                // A fenced client counts as revoked (I4 as revised); nothing follows.
+                let ci = c as usize % C;
+                let s = &mut st[ci][usize::from(dev.0) % D];
+                s.open_reset = false;
+                s.pre_ack = false;
+                s.closed = true;
+                // If its callback already entered (and still runs), none is owed.
+                s.overran = overran && !running[ci];
             }
             Entry::UnloadDone => unloaded = true,
         }

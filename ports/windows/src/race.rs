@@ -54,7 +54,9 @@ const ACTORS: usize = 4 + CLIENT_COUNT;
 
 impl World {
     fn setup() -> Result<World, String> {
-        let mut core: PortCore<usize, u32> = PortCore::new(Config::DEFAULT);
+        // Simulated time standing at zero: deterministic, no deadline passes.
+        let clock = std::sync::Arc::new(crate::ManualClock::new(pnp_lifecycle::Tick(0)));
+        let mut core: PortCore<usize, u32> = PortCore::with_clock(Config::DEFAULT, clock);
         let e = |s: crate::NtStatus| format!("setup: {s}");
         core.add_device(DEV).map_err(e)?;
         core.pnp_enter(DEV, PnpMinor::StartDevice).map_err(e)?;
