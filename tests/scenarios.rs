@@ -42,19 +42,15 @@ fn winof_soft_reset_with_a_silent_user_space_client() {
     assert!(o.ok(Input::ResetExecute { client: srp }).is_empty());
     assert_eq!(o.m.poll_timeout(), Some(Tick(UNTRUSTED_DEADLINE)));
     // Before the deadline nothing happens; the hardware is not reset.
-    assert!(o
-        .ok(Input::Tick {
-            now: Tick(UNTRUSTED_DEADLINE - 1)
-        })
-        .is_empty());
+    assert!(o.timeout_at(UNTRUSTED_DEADLINE - 1).is_empty());
     assert_eq!(o.phase(DEV), PhaseKind::Quiescing);
     // At the deadline the silent context is revoked and the reset is commanded.
     assert_eq!(
-        o.ok(Input::Tick {
-            now: Tick(UNTRUSTED_DEADLINE)
-        }),
+        o.fire_timeout(),
         vec![notify(uverbs, Event::Revoked), hw(HardwareCommand::Reset)]
     );
+    assert_eq!(o.now, Tick(UNTRUSTED_DEADLINE));
+    o.ok(Input::CallbackDone { client: uverbs });
     assert_eq!(
         o.ok(Input::ResetDone {
             device: DEV,
@@ -97,10 +93,27 @@ fn driver_unload_while_clients_are_quiescing() {
     o.started(DEV, false);
     let a = o.register(DEV, ClientKind::Trusted);
     let b = o.register(DEV, ClientKind::Untrusted);
-    o.ok(Input::ResetRequest { client: a });
+    assert_eq!(
+        o.ok(Input::ResetRequest { client: a }),
+        vec![notify(a, Event::Reset), notify(b, Event::Reset)]
+    );
+    // Both RESET callbacks return; a answers, b is still quiescing.
+    assert!(o.ok(Input::CallbackDone { client: a }).is_empty());
+    assert!(o.ok(Input::CallbackDone { client: b }).is_empty());
     o.ok(Input::ResetExecute { client: a });
     let t = o.token();
-    o.ok(Input::Unload);
+    o.at(100);
+    assert_eq!(
+        o.ok(Input::Unload),
+        vec![
+            Output::ResetCycleFinished {
+                device: DEV,
+                outcome: CycleOutcome::AbortedByRemove
+            },
+            notify(a, Event::Removed { surprise: false }),
+            notify(b, Event::Removed { surprise: false }),
+        ]
+    );
     // The unload's removal is the one the PnP manager would send anyway: attaching its
     // request is allowed once.
     assert!(o
@@ -125,15 +138,14 @@ fn driver_unload_while_clients_are_quiescing() {
             input: InputKind::ResetExecute,
         },
     );
+    // They detach while their Removed callbacks run: the slots wait for the returns.
     assert!(o.ok(Input::Unregister { client: a }).is_empty());
     assert!(o.ok(Input::Unregister { client: b }).is_empty());
-    assert!(o.ok(Input::CallbackDone { client: a }).is_empty()); // RESET
     assert_eq!(
         o.ok(Input::CallbackDone { client: a }),
         vec![Output::ClientGone { client: a }]
-    ); // Removed
-    assert!(o.ok(Input::CallbackDone { client: b }).is_empty()); // RESET
-                                                                 // The last callback token: everything finishes, unload exactly once, at the end.
+    );
+    // The last callback returns: everything finishes, unload exactly once, at the end.
     assert_eq!(
         o.ok(Input::CallbackDone { client: b }),
         vec![
@@ -160,6 +172,7 @@ fn surprise_removal_while_the_hardware_reset_executes() {
     o.started(DEV, false);
     let a = o.register(DEV, ClientKind::Trusted);
     o.ok(Input::ResetRequest { client: a });
+    assert!(o.ok(Input::CallbackDone { client: a }).is_empty());
     assert_eq!(
         o.ok(Input::ResetExecute { client: a }),
         vec![hw(HardwareCommand::Reset)]
@@ -250,6 +263,9 @@ fn counters_with_the_link_down_then_link_events() {
             state,
         }));
         assert_eq!(o.m.phase_detail(DEV), detail);
+        // The owner returns each callback, so the next change is told at once.
+        o.advance(10);
+        assert!(o.ok(Input::CallbackDone { client: c }).is_empty());
     }
     // Port 1 is not bound: its changes reach nobody.
     seen.extend(o.ok(Input::LinkChanged {
@@ -323,5 +339,470 @@ fn mixed_protocol_binding_refused_and_capabilities_per_binding() {
             max_mtu: ROCE.max_mtu,
             atomics: ROCE.atomics,
         })
+    );
+}
+
+// ---- issue 9: the findings, as their users met them ------------------------------------
+
+/// Finding 1: an owner that wakes only at `poll_timeout()` and passes its clock with every
+/// input never gets a client revoked early. A minute passes with nothing due; then a reset
+/// is requested: its voters have their whole deadline from that moment.
+#[test]
+fn finding_1_a_correct_owner_never_gets_its_clients_revoked_early() {
+    let mut o = owner();
+    o.started(DEV, false);
+    let kernel = o.register(DEV, ClientKind::Trusted);
+    let user = o.register(DEV, ClientKind::Untrusted);
+    assert_eq!(o.m.poll_timeout(), None, "nothing due: the owner sleeps");
+    o.at(60_000);
+    assert_eq!(
+        o.step(Input::ResetRequest { client: kernel }),
+        (
+            Ok(Reply::Reset(ResetAnswer::Started)),
+            vec![notify(kernel, Event::Reset), notify(user, Event::Reset)]
+        )
+    );
+    assert_eq!(o.m.poll_timeout(), Some(Tick(60_000 + UNTRUSTED_DEADLINE)));
+    o.at(60_001);
+    assert!(o.ok(Input::CallbackDone { client: kernel }).is_empty());
+    assert!(o.ok(Input::CallbackDone { client: user }).is_empty());
+    o.at(60_400);
+    assert!(o.ok(Input::ResetExecute { client: kernel }).is_empty());
+    // An early wake-up (a shared timer) at 60 999 revokes nobody.
+    assert!(o.timeout_at(60_999).is_empty());
+    // The owner's timer fires when asked: the silent user-space context is revoked then,
+    // one full deadline after the request, and the hardware reset follows.
+    assert_eq!(
+        o.fire_timeout(),
+        vec![notify(user, Event::Revoked), hw(HardwareCommand::Reset)]
+    );
+    assert_eq!(o.now, Tick(61_000));
+    assert!(o.ok(Input::CallbackDone { client: user }).is_empty());
+    o.at(61_050);
+    assert_eq!(
+        o.ok(Input::ResetDone {
+            device: DEV,
+            result: ResetResult::Succeeded
+        }),
+        vec![
+            notify(kernel, Event::ResetEnd { epoch: Epoch(1) }),
+            Output::ResetCycleFinished {
+                device: DEV,
+                outcome: CycleOutcome::Completed(Epoch(1))
+            },
+        ]
+    );
+    assert_eq!(
+        o.events_of(kernel),
+        [Event::Reset, Event::ResetEnd { epoch: Epoch(1) }]
+    );
+    assert_eq!(o.events_of(user), [Event::Reset, Event::Revoked]);
+}
+
+/// Finding 2: a client whose callback never returns, with its links flapping and resets
+/// requested far past the old limit of ~253 callbacks, makes the machine refuse nothing:
+/// the time still reaches a silent voter on another device, surprise removal is taken, no
+/// reset runs on the vanished device, and removal finishes once the stuck client is fenced.
+#[test]
+fn finding_2_a_stuck_client_never_makes_the_machine_refuse_the_os() {
+    let d1 = DeviceId(1);
+    let mut o: Owner<2, 4, 2, { queue_capacity(2, 4) }> = Owner::new(Config::DEFAULT);
+    o.started(DEV, false);
+    o.started(d1, false);
+    let stuck = o.register(DEV, ClientKind::Trusted);
+    let silent = o.register(d1, ClientKind::Untrusted);
+    o.ok(Input::Bind {
+        client: stuck,
+        ports: PortSet::single(P0).with(P1),
+    });
+    assert_eq!(
+        o.ok(Input::LinkChanged {
+            device: DEV,
+            port: P0,
+            state: LinkState::Init
+        }),
+        vec![notify(
+            stuck,
+            Event::LinkChanged {
+                port: P0,
+                state: LinkState::Init
+            }
+        )]
+    );
+    let flips = [LinkState::Down, LinkState::Init];
+    for i in 0..600 {
+        for port in [P0, P1] {
+            assert!(o
+                .ok(Input::LinkChanged {
+                    device: DEV,
+                    port,
+                    state: flips[i % 2],
+                })
+                .is_empty());
+        }
+        // A catastrophic-error storm on the same device: one cycle serves them all.
+        let answer = if i == 0 {
+            ResetAnswer::Started
+        } else {
+            ResetAnswer::Joined
+        };
+        assert_eq!(
+            o.step(Input::FatalError { device: DEV }),
+            (Ok(Reply::Fatal(FatalAnswer::Served(answer))), vec![])
+        );
+    }
+    let view = o.view(stuck);
+    assert!(view.callback_in_flight);
+    assert_eq!(view.waiting_events, 3, "RESET and one entry a port");
+    // A silent voter on the other device is still revoked on time.
+    o.at(10);
+    assert_eq!(
+        o.step(Input::FatalError { device: d1 }),
+        (
+            Ok(Reply::Fatal(FatalAnswer::Served(ResetAnswer::Started))),
+            vec![notify(silent, Event::Reset)]
+        )
+    );
+    assert!(o.ok(Input::CallbackDone { client: silent }).is_empty());
+    assert_eq!(o.m.poll_timeout(), Some(Tick(10 + UNTRUSTED_DEADLINE)));
+    assert_eq!(
+        o.fire_timeout(),
+        vec![
+            notify(silent, Event::Revoked),
+            Output::Hardware {
+                device: d1,
+                command: HardwareCommand::Reset
+            }
+        ]
+    );
+    assert!(o.ok(Input::CallbackDone { client: silent }).is_empty());
+    // The hardware of device 0 vanishes: surprise removal is taken at once.
+    o.at(2_000);
+    assert_eq!(
+        o.ok(Input::SurpriseRemoval { device: DEV }),
+        vec![Output::ResetCycleFinished {
+            device: DEV,
+            outcome: CycleOutcome::AbortedBySurpriseRemoval
+        }]
+    );
+    assert_eq!(o.phase(DEV), PhaseKind::SurpriseRemoved);
+    // No reset of the vanished device, whatever asks for one.
+    assert_eq!(
+        o.step(Input::FatalError { device: DEV }),
+        (
+            Ok(Reply::Fatal(FatalAnswer::HardwareNotLive(
+                PhaseKind::SurpriseRemoved
+            ))),
+            vec![]
+        )
+    );
+    o.refused(
+        Input::ResetRequest { client: stuck },
+        Error::InvalidState {
+            phase: PhaseKind::SurpriseRemoved,
+            input: InputKind::ResetRequest,
+        },
+    );
+    // Remove follows; it waits for the stuck client, with a deadline.
+    let t = o.token();
+    assert!(o
+        .ok(Input::Remove {
+            device: DEV,
+            token: t
+        })
+        .is_empty());
+    assert_eq!(o.phase(DEV), PhaseKind::Removing);
+    assert_eq!(
+        o.m.poll_timeout(),
+        Some(Tick(Config::DEFAULT.callback_timeout))
+    );
+    assert_eq!(o.fire_timeout(), vec![Output::Fence { client: stuck }]);
+    assert_eq!(
+        o.ok(Input::FenceDone { client: stuck }),
+        vec![
+            Output::ClientGone { client: stuck },
+            hw(HardwareCommand::ReleaseResources),
+            complete(t, Status::Success),
+            Output::DeviceRemoved { device: DEV },
+        ]
+    );
+    assert_eq!(o.events_of(stuck).len(), 1, "one callback, never returned");
+    // The other device went on with its reset.
+    assert_eq!(o.phase(d1), PhaseKind::Executing);
+}
+
+/// Finding 3: a callback that never returns no longer blocks remove and driver unload:
+/// its deadline revokes the client and asks the owner to fence it; once the owner reports
+/// the fence, removal and unload finish without it.
+#[test]
+fn finding_3_a_callback_that_never_returns_does_not_block_remove_or_unload() {
+    let mut o = owner();
+    o.started(DEV, false);
+    let stuck = o.register(DEV, ClientKind::Trusted);
+    o.ok(Input::Bind {
+        client: stuck,
+        ports: PortSet::single(P0),
+    });
+    let active = Event::LinkChanged {
+        port: P0,
+        state: LinkState::Active,
+    };
+    assert_eq!(
+        o.ok(Input::LinkChanged {
+            device: DEV,
+            port: P0,
+            state: LinkState::Active
+        }),
+        vec![notify(stuck, active)]
+    );
+    o.at(1_000);
+    let t = o.token();
+    assert!(o
+        .ok(Input::Remove {
+            device: DEV,
+            token: t
+        })
+        .is_empty());
+    assert!(o.ok(Input::Unload).is_empty());
+    assert_eq!(o.m.driver_phase(), DriverPhase::Unloading);
+    // The machine waits on the stuck callback, and says until when.
+    assert_eq!(
+        o.m.poll_timeout(),
+        Some(Tick(Config::DEFAULT.callback_timeout))
+    );
+    assert_eq!(o.fire_timeout(), vec![Output::Fence { client: stuck }]);
+    // Now it waits only on the owner's fence.
+    assert_eq!(o.m.poll_timeout(), None);
+    assert_eq!(o.phase(DEV), PhaseKind::Removing);
+    assert_eq!(
+        o.ok(Input::FenceDone { client: stuck }),
+        vec![
+            Output::ClientGone { client: stuck },
+            hw(HardwareCommand::Shutdown),
+            hw(HardwareCommand::ReleaseResources),
+            complete(t, Status::Success),
+            Output::DeviceRemoved { device: DEV },
+            Output::UnloadMayFinish,
+        ]
+    );
+    assert_eq!(o.events_of(stuck), vec![active]);
+    assert_eq!(o.m.driver_phase(), DriverPhase::Unloaded);
+}
+
+/// Finding 4: a catastrophic error during a start, a pending stop or a pending remove is
+/// never lost: it is held and served by a cycle once the device runs, or folded into the
+/// stop or removal, and a `ResetCycleFinished` answers it either way.
+#[test]
+fn finding_4_a_fatal_error_while_starting_or_stop_or_remove_pending_is_never_lost() {
+    let deferred = (Ok(Reply::Fatal(FatalAnswer::Deferred)), vec![]);
+    // During start: served by a cycle once the start succeeds.
+    let mut o = owner();
+    o.ok(Input::AddDevice { device: DEV });
+    let c = o.register(DEV, ClientKind::Trusted);
+    let t = o.token();
+    assert_eq!(
+        o.ok(Input::Start {
+            device: DEV,
+            token: t
+        }),
+        vec![hw(HardwareCommand::Start)]
+    );
+    assert_eq!(o.step(Input::FatalError { device: DEV }), deferred);
+    assert_eq!(
+        o.ok(Input::StartDone {
+            device: DEV,
+            result: StartResult::Started
+        }),
+        vec![
+            complete(t, Status::Success),
+            notify(c, Event::DeviceStarted { epoch: Epoch(0) }),
+        ]
+    );
+    assert_eq!(o.phase(DEV), PhaseKind::Quiescing);
+    assert_eq!(
+        o.ok(Input::CallbackDone { client: c }),
+        vec![notify(c, Event::Reset)]
+    );
+    assert_eq!(
+        o.ok(Input::ResetExecute { client: c }),
+        vec![hw(HardwareCommand::Reset)]
+    );
+    assert_eq!(
+        o.ok(Input::ResetDone {
+            device: DEV,
+            result: ResetResult::Succeeded
+        }),
+        vec![Output::ResetCycleFinished {
+            device: DEV,
+            outcome: CycleOutcome::Completed(Epoch(1))
+        }]
+    );
+    assert_eq!(
+        o.ok(Input::CallbackDone { client: c }),
+        vec![notify(c, Event::ResetEnd { epoch: Epoch(1) })]
+    );
+
+    // During a pending stop: folded into the stop.
+    let mut o = owner();
+    o.started(DEV, false);
+    let c = o.register(DEV, ClientKind::Trusted);
+    let t = o.token();
+    o.ok(Input::QueryStop {
+        device: DEV,
+        token: t,
+    });
+    assert_eq!(o.step(Input::FatalError { device: DEV }), deferred);
+    let t = o.token();
+    assert_eq!(
+        o.ok(Input::Stop {
+            device: DEV,
+            token: t
+        }),
+        vec![
+            Output::ResetCycleFinished {
+                device: DEV,
+                outcome: CycleOutcome::FoldedIntoStop
+            },
+            notify(c, Event::DeviceStopped),
+            hw(HardwareCommand::Shutdown),
+            hw(HardwareCommand::ReleaseResources),
+            complete(t, Status::Success),
+        ]
+    );
+
+    // During a pending remove: cancel remove serves it with a cycle...
+    let mut o = owner();
+    o.started(DEV, false);
+    let c = o.register(DEV, ClientKind::Trusted);
+    let t = o.token();
+    o.ok(Input::QueryRemove {
+        device: DEV,
+        token: t,
+    });
+    assert_eq!(o.step(Input::FatalError { device: DEV }), deferred);
+    let t = o.token();
+    assert_eq!(
+        o.ok(Input::CancelRemove {
+            device: DEV,
+            token: t
+        }),
+        vec![complete(t, Status::Success), notify(c, Event::Reset)]
+    );
+    assert!(o.ok(Input::CallbackDone { client: c }).is_empty());
+    assert_eq!(
+        o.ok(Input::ResetExecute { client: c }),
+        vec![hw(HardwareCommand::Reset)]
+    );
+    assert_eq!(
+        o.ok(Input::ResetDone {
+            device: DEV,
+            result: ResetResult::Succeeded
+        }),
+        vec![
+            notify(c, Event::ResetEnd { epoch: Epoch(1) }),
+            Output::ResetCycleFinished {
+                device: DEV,
+                outcome: CycleOutcome::Completed(Epoch(1))
+            },
+        ]
+    );
+    // ...and the removal absorbs it.
+    let mut o = owner();
+    o.started(DEV, false);
+    let c = o.register(DEV, ClientKind::Trusted);
+    let t = o.token();
+    o.ok(Input::QueryRemove {
+        device: DEV,
+        token: t,
+    });
+    assert_eq!(o.step(Input::FatalError { device: DEV }), deferred);
+    let t = o.token();
+    assert_eq!(
+        o.ok(Input::Remove {
+            device: DEV,
+            token: t
+        }),
+        vec![
+            Output::ResetCycleFinished {
+                device: DEV,
+                outcome: CycleOutcome::AbortedByRemove
+            },
+            notify(c, Event::Removed { surprise: false }),
+        ]
+    );
+}
+
+/// Finding 5 (I4 as revised): after a failed hardware reset a client told `RESET` is told
+/// the device is fatal, which answers its `RESET`; only `Removed` follows.
+#[test]
+fn finding_5_a_failed_reset_answers_reset_with_device_fatal() {
+    let mut o = owner();
+    o.started(DEV, false);
+    let ipoib = o.register(DEV, ClientKind::Trusted);
+    let uverbs = o.register(DEV, ClientKind::Untrusted);
+    assert_eq!(
+        o.ok(Input::ResetRequest { client: ipoib }),
+        vec![notify(ipoib, Event::Reset), notify(uverbs, Event::Reset)]
+    );
+    for c in [ipoib, uverbs] {
+        assert!(o.ok(Input::CallbackDone { client: c }).is_empty());
+    }
+    assert!(o.ok(Input::ResetExecute { client: ipoib }).is_empty());
+    assert_eq!(
+        o.ok(Input::ResetExecute { client: uverbs }),
+        vec![hw(HardwareCommand::Reset)]
+    );
+    assert_eq!(
+        o.ok(Input::ResetDone {
+            device: DEV,
+            result: ResetResult::Failed
+        }),
+        vec![
+            notify(ipoib, Event::DeviceFatal),
+            notify(uverbs, Event::DeviceFatal),
+            Output::ResetCycleFinished {
+                device: DEV,
+                outcome: CycleOutcome::HardwareFailed
+            },
+        ]
+    );
+    assert_eq!(o.phase(DEV), PhaseKind::Failed);
+    for c in [ipoib, uverbs] {
+        assert!(o.ok(Input::CallbackDone { client: c }).is_empty());
+    }
+    let t = o.token();
+    assert_eq!(
+        o.ok(Input::Remove {
+            device: DEV,
+            token: t
+        }),
+        vec![
+            notify(ipoib, Event::Removed { surprise: false }),
+            notify(uverbs, Event::Removed { surprise: false }),
+        ]
+    );
+    for c in [ipoib, uverbs] {
+        assert!(o.ok(Input::CallbackDone { client: c }).is_empty());
+        assert_eq!(
+            o.events_of(c),
+            [
+                Event::Reset,
+                Event::DeviceFatal,
+                Event::Removed { surprise: false }
+            ]
+        );
+    }
+    assert_eq!(
+        o.ok(Input::Unregister { client: ipoib }),
+        vec![Output::ClientGone { client: ipoib }]
+    );
+    assert_eq!(
+        o.ok(Input::Unregister { client: uverbs }),
+        vec![
+            Output::ClientGone { client: uverbs },
+            hw(HardwareCommand::ReleaseResources),
+            complete(t, Status::Success),
+            Output::DeviceRemoved { device: DEV },
+        ]
     );
 }
