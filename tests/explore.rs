@@ -1,62 +1,115 @@
-//! The exhaustive explorer over the core's reachable state graph: 1 device, 3 clients,
-//! 2 physical ports, every input kind with small parameters, ticks that land on and jump
-//! past every deadline, both trusted-timeout policies. Every invariant is checked on every
-//! edge, the reference model is compared on every edge, and the I9 liveness drives run from
-//! every state (every 7th in the debug bound).
+//! The exhaustive explorer over the core's reachable state graph, with abstract time (each
+//! input happens now, or the clock jumps to the next deadline) and the device-order
+//! reduction (see `pnp_lifecycle_testkit::explore`). Every rule the oracle knows is checked
+//! on every edge, the reference model is compared on every edge, and the I9 liveness drives
+//! (cooperative, uncooperative, hostile clients) run from every `liveness_every`-th state.
 //!
-//! Release builds (or `PNP_EXPLORE_FULL=1`) run the full bound; debug builds run a
-//! depth-bounded, narrower alphabet unless the variable is set.
+//! * `explore_two_devices_three_clients`: 2 devices, 3 clients (two on the first device,
+//!   one on the second), both started, one physical port each: full reset cycles,
+//!   callbacks in flight and fences, removes, surprise removals and unload.
+//! * `explore_one_device_*`: 1 device, 3 client slots, 2 physical ports, from a fresh
+//!   machine, for each trusted-timeout policy.
+//!
+//! Release builds (or `PNP_EXPLORE_FULL=1`) run the full bound; debug builds a smaller one.
+//! `PNP_EXPLORE_DEPTH=n` overrides the depth.
 
-use pnp_lifecycle::{Config, TrustedTimeoutPolicy};
-use pnp_lifecycle_testkit::explore::{explore, Bounds};
-use pnp_lifecycle_testkit::{Small, World};
-use std::time::Instant;
+use pnp_lifecycle::{
+    ClientHandle, ClientKind, Config, DeviceId, Input, PhysPort, PortSet, RequestToken,
+    StartResult, Tick, TrustedTimeoutPolicy,
+};
+use pnp_lifecycle_testkit::explore::{explore, explore_from, Bounds, Report, EXPLORER_PORTS};
+use pnp_lifecycle_testkit::{Pair, Small, World};
 
 fn config(policy: TrustedTimeoutPolicy) -> Config {
     Config {
         untrusted_ack_timeout: 2,
-        trusted_ack_timeout: 5,
+        trusted_ack_timeout: 4,
         trusted_policy: policy,
         detach_timeout: 3,
+        callback_timeout: 5,
     }
 }
 
-fn bounds() -> (Bounds, &'static str) {
-    if let Some(d) = std::env::var("PNP_EXPLORE_DEPTH")
+fn full() -> bool {
+    std::env::var_os("PNP_EXPLORE_FULL").is_some() || !cfg!(debug_assertions)
+}
+
+fn depth(full_depth: usize, quick_depth: usize) -> usize {
+    std::env::var("PNP_EXPLORE_DEPTH")
         .ok()
         .and_then(|d| d.parse().ok())
-    {
-        return (
-            Bounds {
-                max_depth: d,
-                ..Bounds::FULL
-            },
-            "full alphabet, depth from PNP_EXPLORE_DEPTH",
-        );
-    }
-    let full = std::env::var_os("PNP_EXPLORE_FULL").is_some() || !cfg!(debug_assertions);
-    if full {
-        (Bounds::FULL, "full")
-    } else {
-        (
-            Bounds::QUICK,
-            "quick (debug build; set PNP_EXPLORE_FULL=1 for the full bound)",
-        )
-    }
+        .unwrap_or(if full() { full_depth } else { quick_depth })
 }
 
-fn run(policy: TrustedTimeoutPolicy) {
-    let (bounds, name) = bounds();
-    let start = Instant::now();
-    let report = explore(World::<Small>::new(config(policy), true), bounds);
-    println!(
-        "explore {:?} [{} bound {:?}]: {} in {:.1?}",
-        policy,
-        name,
-        bounds,
-        report,
-        start.elapsed()
-    );
+/// Two devices added, configured and started; two clients on device 0 (trusted, bound to
+/// the port; untrusted), one untrusted on device 1.
+pub fn two_device_prefix() -> Vec<(Tick, Input)> {
+    let t = Tick(0);
+    let d0 = DeviceId(0);
+    let d1 = DeviceId(1);
+    let mut v = Vec::new();
+    for (i, d) in [d0, d1].into_iter().enumerate() {
+        v.push((t, Input::AddDevice { device: d }));
+        v.push((
+            t,
+            Input::ConfigurePort {
+                device: d,
+                port: PhysPort(0),
+                caps: EXPLORER_PORTS[0],
+            },
+        ));
+        v.push((
+            t,
+            Input::Start {
+                device: d,
+                token: RequestToken(100 + i as u32),
+            },
+        ));
+        v.push((
+            t,
+            Input::StartDone {
+                device: d,
+                result: StartResult::Started,
+            },
+        ));
+    }
+    v.push((
+        t,
+        Input::Register {
+            device: d0,
+            kind: ClientKind::Trusted,
+        },
+    ));
+    v.push((
+        t,
+        Input::Bind {
+            client: ClientHandle {
+                device: d0,
+                slot: 0,
+                generation: 0,
+            },
+            ports: PortSet::single(PhysPort(0)),
+        },
+    ));
+    v.push((
+        t,
+        Input::Register {
+            device: d0,
+            kind: ClientKind::Untrusted,
+        },
+    ));
+    v.push((
+        t,
+        Input::Register {
+            device: d1,
+            kind: ClientKind::Untrusted,
+        },
+    ));
+    v
+}
+
+fn check(name: &str, report: &Report) {
+    println!("explore {name}: {report}");
     assert!(report.violation.is_none(), "{}", report);
     assert!(!report.truncated, "state budget exhausted: {}", report);
     assert!(
@@ -68,11 +121,43 @@ fn run(policy: TrustedTimeoutPolicy) {
 }
 
 #[test]
-fn explore_revoke_policy() {
-    run(TrustedTimeoutPolicy::Revoke);
+fn explore_two_devices_three_clients() {
+    let bounds = Bounds {
+        max_depth: depth(7, 5),
+        max_epoch: 1,
+        max_generation: 1,
+        max_states: 3_000_000,
+        liveness_every: if full() { 3 } else { 11 },
+        compare_model: true,
+        wide_alphabet: false,
+    };
+    let world = World::<Pair>::new(config(TrustedTimeoutPolicy::Revoke), true);
+    let report = explore_from(world, &two_device_prefix(), bounds);
+    check(&format!("2 devices, 3 clients, {bounds:?}"), &report);
+}
+
+fn one_device(policy: TrustedTimeoutPolicy) {
+    let bounds = if full() {
+        Bounds {
+            max_depth: depth(8, 6),
+            ..Bounds::FULL
+        }
+    } else {
+        Bounds {
+            max_depth: depth(8, 6),
+            ..Bounds::QUICK
+        }
+    };
+    let report = explore(World::<Small>::new(config(policy), true), bounds);
+    check(&format!("1 device {policy:?}, {bounds:?}"), &report);
 }
 
 #[test]
-fn explore_fail_device_policy() {
-    run(TrustedTimeoutPolicy::FailDevice);
+fn explore_one_device_revoke_policy() {
+    one_device(TrustedTimeoutPolicy::Revoke);
+}
+
+#[test]
+fn explore_one_device_fail_device_policy() {
+    one_device(TrustedTimeoutPolicy::FailDevice);
 }

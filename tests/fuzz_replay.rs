@@ -71,3 +71,42 @@ fn core_inputs_random() {
     );
     assert!(inputs > ran, "the generator produced almost no inputs");
 }
+
+#[test]
+#[ignore]
+fn debug_case() {
+    use pnp_lifecycle::DeviceId;
+    use pnp_lifecycle_testkit::gen::{small_config, Generator};
+    use pnp_lifecycle_testkit::{Fuzz, World};
+    let n: usize = std::env::var("CASE").unwrap().parse().unwrap();
+    let mut rng = SplitMix(0x00c0_ffee);
+    let mut data = rng.case(16, 3000);
+    for _ in 0..n {
+        data = rng.case(16, 3000);
+    }
+    let mut u = arbitrary::Unstructured::new(&data);
+    let config = small_config(&mut u).unwrap();
+    println!("{:?}", config);
+    let mut world: World<Fuzz> = World::new(config, true);
+    let mut g = Generator::new();
+    while !u.is_empty() {
+        let Ok((now, input)) = g.next(&mut u, &world) else {
+            break;
+        };
+        let r = world.step(now, input);
+        println!(
+            "@{} {:?} -> {:?}",
+            now.0,
+            input,
+            r.as_ref().map(|s| (&s.result, &s.outputs))
+        );
+        println!(
+            "   phases {:?} {:?}",
+            world.sut.phase_detail(DeviceId(0)),
+            world.sut.phase_detail(DeviceId(1))
+        );
+        if r.is_err() {
+            break;
+        }
+    }
+}

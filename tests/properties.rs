@@ -1,6 +1,9 @@
-//! Property tests: random input sequences, invariants I1–I10 checked after every step by
-//! the shared oracle, the independent reference model compared step by step, and at the
-//! end the I9 liveness drive (every cycle, removal and unload finishes in bounded inputs).
+//! Property tests: random input sequences, each input with the owner's `now` (small steps,
+//! huge jumps, the next deadline), the rules of DESIGN.md checked after every step by the
+//! shared oracle, the independent reference model compared step by step, and at the end
+//! the I9 liveness drive (every cycle, removal and unload finishes in bounded inputs),
+//! with cooperative, uncooperative and hostile clients (callbacks that never return, a
+//! clock that jumps far ahead).
 
 use arbitrary::Unstructured;
 use pnp_lifecycle::*;
@@ -43,11 +46,11 @@ fn run(bytes: &[u8], mode: Quiesce) -> Result<usize, String> {
     let mut steps = 0;
     // `Unstructured` yields defaults forever once empty: stop when the bytes run out.
     while !u.is_empty() {
-        let Ok(input) = generator.next(&mut u, &world) else {
+        let Ok((now, input)) = generator.next(&mut u, &world) else {
             break;
         };
         world
-            .step(input)
+            .step(now, input)
             .map_err(|v| format!("step {steps}: {v}"))?;
         voters_consistent(&world.sut)?;
         steps += 1;
@@ -82,6 +85,13 @@ proptest! {
         bytes in proptest::collection::vec(any::<u8>(), 0..1500)
     ) {
         run(&bytes, Quiesce::Uncooperative).map_err(TestCaseError::fail)?;
+    }
+
+    #[test]
+    fn liveness_holds_when_clients_are_hostile_and_the_clock_jumps(
+        bytes in proptest::collection::vec(any::<u8>(), 0..1500)
+    ) {
+        run(&bytes, Quiesce::Hostile).map_err(TestCaseError::fail)?;
     }
 }
 

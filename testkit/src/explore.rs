@@ -325,6 +325,16 @@ pub fn alphabet<S: Sut>(world: &World<S>, wide: bool) -> Vec<(Tick, Input)> {
             });
         }
     }
+    if !wide {
+        // The narrow alphabet leaves out inputs the state table refuses outright (the wide
+        // one and `tests/state_matrix.rs` cover those cells): they loop back unchanged.
+        v.retain(|i| {
+            let Some(d) = i.device() else { return true };
+            world.sut.phase(d).is_none_or(|p| {
+                pnp_lifecycle::disposition(p, i.kind()) != pnp_lifecycle::Disposition::Refuse
+            })
+        });
+    }
     let mut timed: Vec<(Tick, Input)> = v.into_iter().map(|i| (now, i)).collect();
     if wide {
         timed.push((now, Input::Unload));
@@ -428,7 +438,11 @@ pub fn explore_from<S: Sut>(start: World<S>, prefix: &[(Tick, Input)], bounds: B
     while let Some((world, last_dev, id, depth)) = queue.pop_front() {
         report.depth = report.depth.max(depth);
         if bounds.liveness_every > 0 && (id as usize).is_multiple_of(bounds.liveness_every) {
-            for mode in [Quiesce::Cooperative, Quiesce::Uncooperative, Quiesce::Hostile] {
+            for mode in [
+                Quiesce::Cooperative,
+                Quiesce::Uncooperative,
+                Quiesce::Hostile,
+            ] {
                 let mut w = world.clone();
                 report.liveness_runs += 1;
                 if let Err(v) = drive_to_quiescence(&mut w, mode) {

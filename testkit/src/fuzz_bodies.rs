@@ -59,7 +59,11 @@ pub fn run_inputs<S: Sut>(
             break;
         }
     }
-    for mode in [Quiesce::Cooperative, Quiesce::Uncooperative, Quiesce::Hostile] {
+    for mode in [
+        Quiesce::Cooperative,
+        Quiesce::Uncooperative,
+        Quiesce::Hostile,
+    ] {
         let mut w = world.clone();
         if let Err(mut violation) = drive_to_quiescence(&mut w, mode) {
             violation.detail = format!(

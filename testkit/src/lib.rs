@@ -28,5 +28,5 @@ pub mod sut;
 pub mod world;
 
 pub use oracle::{Check, Oracle, Violation};
-pub use sut::{Fuzz, Small, Sut};
+pub use sut::{Fuzz, Pair, Small, Sut};
 pub use world::{drive_to_quiescence, Quiesce, World};

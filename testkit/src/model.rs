@@ -405,12 +405,7 @@ impl Model {
     }
 
     fn unload_check(&mut self, out: &mut Out) {
-        if self.driver == DriverPhase::Unloading
-            && self
-                .devs
-                .iter()
-                .all(|d| d.st == St::Absent)
-        {
+        if self.driver == DriverPhase::Unloading && self.devs.iter().all(|d| d.st == St::Absent) {
             out.push(Output::UnloadMayFinish);
             self.driver = DriverPhase::Unloaded;
         }
@@ -1371,7 +1366,8 @@ impl Dev {
             let c = &self.cls[i];
             let overran = c.reg != Reg::Free
                 && !c.fence
-                && c.cb.is_some_and(|since| now >= since.saturating_add(cb_timeout));
+                && c.cb
+                    .is_some_and(|since| now >= since.saturating_add(cb_timeout));
             if overran {
                 escalate |= c.kind == ClientKind::Trusted
                     && c.reg == Reg::Live

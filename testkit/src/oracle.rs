@@ -304,6 +304,7 @@ impl Oracle {
 
         // ---- revocations the core decided in this step (I13), before the outputs ------
         let revoked_now = self.revocations(now, before, input, outputs, after)?;
+        let books = self.devices.clone();
 
         // ---- effects of the accepted input itself ------------------------------------
         self.accept_input(now, before, input, reply, after)?;
@@ -314,7 +315,7 @@ impl Oracle {
         }
 
         // ---- whole-step checks -----------------------------------------------------------
-        self.end_of_step(now, before, input, reply, outputs, after, &revoked_now)
+        self.end_of_step(now, before, input, outputs, after, &revoked_now, &books)
     }
 
     /// Every client the core revoked in this step (its state turned `Revoked`, a fence was
@@ -419,6 +420,7 @@ impl Oracle {
                     before.now()
                 );
             }
+            return Ok(());
         }
         // I11: only the owner's failure or the state table may refuse these.
         let kind = input.kind();
@@ -779,7 +781,11 @@ impl Oracle {
             Input::ResetExecute { client } => match self.client_mut(client) {
                 Some(c) if c.voter && c.owed_end => c.voter = false,
                 Some(c) if c.voter => {
-                    fail!(I4, "ResetExecute accepted from {:?} never told Reset", client)
+                    fail!(
+                        I4,
+                        "ResetExecute accepted from {:?} never told Reset",
+                        client
+                    )
                 }
                 _ => fail!(I3, "ResetExecute accepted from a non-voter {:?}", client),
             },
@@ -858,7 +864,12 @@ impl Oracle {
                 FatalAnswer::DeviceFailed => after.phase(d) == Some(PhaseKind::Failed),
             };
             if !ok {
-                fail!(FatalAnswered, "fatal error in {:?} answered {:?}", pb, answer);
+                fail!(
+                    FatalAnswered,
+                    "fatal error in {:?} answered {:?}",
+                    pb,
+                    answer
+                );
             }
             if answer == FatalAnswer::Deferred && !is_cycle_phase(after.phase(d)) {
                 self.dev_mut(d)?.fatal_deferred = true;
@@ -1003,8 +1014,7 @@ impl Oracle {
                             input,
                             Input::LinkChanged { .. } | Input::CallbackDone { .. }
                         );
-                        if !bound || !delivery || after.link(client.device, port) != Some(state)
-                        {
+                        if !bound || !delivery || after.link(client.device, port) != Some(state) {
                             fail!(
                                 I7,
                                 "link event {:?} {:?} to {:?}, bound {}, input {:?}, link now {:?}",
@@ -1118,8 +1128,7 @@ impl Oracle {
                 let followup = b.followup;
                 b.followup = false;
                 b.cycle_since = None;
-                if followup && b.cycles_owed == 1 && matches!(outcome, CycleOutcome::Completed(_))
-                {
+                if followup && b.cycles_owed == 1 && matches!(outcome, CycleOutcome::Completed(_)) {
                     // The follow-up cycle begins now: every active client votes.
                     self.begin_cycle(device, now)?;
                 }
@@ -1231,10 +1240,10 @@ impl Oracle {
         now: Tick,
         before: &S,
         input: &Input,
-        reply: &Reply,
         outputs: &[Output],
         after: &S,
         revoked_now: &[ClientHandle],
+        books: &[DeviceBook],
     ) -> Result<(), Violation> {
         let config = after.config();
         // A stop releases the hardware resources.
@@ -1263,7 +1272,7 @@ impl Oracle {
                 {
                     continue;
                 }
-                let b = &self.devices[i];
+                let b = &books[i];
                 let due = config.trusted_policy == TrustedTimeoutPolicy::FailDevice
                     && b.clients.iter().any(|(&(slot, generation), c)| {
                         let h = ClientHandle {
@@ -1278,19 +1287,27 @@ impl Oracle {
                         c.trusted
                             && active
                             && (revoked_now.contains(&h)
-                                && c.callback.is_some_and(|t| {
-                                    now >= t.after(config.callback_timeout)
-                                })
-                                || b.cycle_since.is_some_and(|t| {
-                                    now >= t.after(config.trusted_ack_timeout)
-                                }))
+                                && c.callback
+                                    .is_some_and(|t| now >= t.after(config.callback_timeout))
+                                || c.voter
+                                    && b.cycle_since.is_some_and(|t| {
+                                        now >= t.after(config.trusted_ack_timeout)
+                                    }))
                     });
                 if !due {
-                    fail!(I13, "{:?} failed at {:?} with no trusted deadline passed", d, now);
+                    fail!(
+                        I13,
+                        "{:?} failed at {:?} with no trusted deadline passed (cycle since \
+                         {:?}; clients {:?}; revoked now {:?})",
+                        d,
+                        now,
+                        b.cycle_since,
+                        b.clients,
+                        revoked_now
+                    );
                 }
             }
         }
-        let _ = reply;
         // I5: requests that complete at once did so.
         if let Some((d, t)) = token_of(input) {
             let at_once = matches!(
@@ -1459,10 +1476,10 @@ impl Oracle {
                         .handle(
                             before.now(),
                             Input::LinkChanged {
-                            device,
-                            port,
-                            state,
-                        },
+                                device,
+                                port,
+                                state,
+                            },
                         )
                         .is_ok()
                     {
