@@ -5,10 +5,14 @@ use pnp_lifecycle::*;
 
 pub const DEV: DeviceId = DeviceId(0);
 
+/// The owner's clock. The workloads return every callback at once, so no deadline is ever
+/// due and the time may stand still: the cost measured is the machine's, not the timers'.
+pub const NOW: Tick = Tick(0);
+
 /// Feed one input and drain its outputs, as every owner must.
 #[inline]
 pub fn feed<const C: usize, const Q: usize>(m: &mut Lifecycle<1, C, 2, Q>, input: Input) {
-    let _ = m.handle(input);
+    let _ = m.handle(NOW, input);
     while m.poll_output().is_some() {}
 }
 
@@ -34,10 +38,13 @@ pub fn running<const C: usize, const Q: usize>(
     );
     let mut clients = Vec::new();
     for _ in 0..n {
-        if let Ok(Reply::Registered { client, .. }) = m.handle(Input::Register {
-            device: DEV,
-            kind: ClientKind::Trusted,
-        }) {
+        if let Ok(Reply::Registered { client, .. }) = m.handle(
+            NOW,
+            Input::Register {
+                device: DEV,
+                kind: ClientKind::Trusted,
+            },
+        ) {
             clients.push(client);
         }
     }
@@ -65,7 +72,8 @@ pub fn stop_query_cancel<const C: usize, const Q: usize>(m: &mut Lifecycle<1, C,
 }
 
 /// One whole reset cycle: request, every RESET delivered and answered, hardware reset,
-/// every RESET_END delivered, every client re-acquires its interface.
+/// every RESET_END delivered, every client re-acquires its interface. Each client has one
+/// callback at a time, so each `CallbackDone` returns exactly the notification before it.
 pub fn reset_cycle<const C: usize, const Q: usize>(
     m: &mut Lifecycle<1, C, 2, Q>,
     clients: &[ClientHandle],
@@ -89,5 +97,6 @@ pub fn reset_cycle<const C: usize, const Q: usize>(
         feed(m, Input::CallbackDone { client: c });
         feed(m, Input::AcquireInterface { client: c });
     }
+    debug_assert!(m.clients(DEV).all(|(_, v)| !v.callback_in_flight));
     assert_eq!(m.phase(DEV), Some(PhaseKind::Running));
 }

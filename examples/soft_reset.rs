@@ -1,11 +1,14 @@
 //! The WinOF mlx4 soft reset, racing a driver unload, as a readable timeline.
 //!
-//! Two kernel clients (IPoIB, SRP) and one user-space verbs context sit on an HCA. IPoIB
-//! asks for a reset; the user-space context never answers and is revoked at its deadline;
-//! the hardware resets; everybody gets RESET_END with the new epoch; stale handles are
-//! refused until re-acquired. Then a second reset is requested and driver unload arrives
-//! while the clients quiesce: the cycle aborts, every client is told Removed, and unload
-//! finishes exactly once, after the last callback comes back.
+//! Two kernel clients (IPoIB, SRP) and one user-space verbs context sit on an HCA. A minute
+//! after start, IPoIB asks for a reset: every deadline counts from that moment, because the
+//! owner passes its clock with every input. The user-space context never answers and is
+//! revoked at its deadline; the hardware resets; everybody gets RESET_END with the new
+//! epoch; stale handles are refused until re-acquired. Then a second user-space context's
+//! callback hangs: at the callback deadline it is revoked and the owner is asked to fence
+//! it. Finally a catastrophic error starts a second reset and driver unload arrives while
+//! the clients quiesce: the cycle aborts, every client is told Removed, and unload finishes
+//! exactly once, after the last callback comes back.
 //!
 //! Run with `cargo run --example soft_reset`.
 
@@ -22,6 +25,8 @@ struct Fed {
 
 struct Timeline {
     m: Hca,
+    /// The owner's clock, in milliseconds: passed with every input.
+    now: Tick,
     step: u32,
     names: Vec<(ClientHandle, &'static str)>,
 }
@@ -47,49 +52,79 @@ impl Timeline {
             Output::ResetCycleFinished { outcome, .. } => {
                 format!("reset cycle finished: {outcome:?}")
             }
+            Output::Fence { client } => format!(
+                "FENCE  {:<6} (its callback hangs: cut it off, then report FenceDone)",
+                self.name(client)
+            ),
             Output::ClientGone { client } => format!("{} gone (slot free)", self.name(client)),
             Output::DeviceRemoved { .. } => "device removed".to_string(),
             Output::UnloadMayFinish => "UNLOAD MAY FINISH".to_string(),
         }
     }
 
-    /// Feed one input, print it, its answer, its outputs and the state after it.
+    /// Move the owner's clock to `ms`.
+    fn at(&mut self, ms: u64) {
+        self.now = Tick(ms);
+    }
+
+    /// Wake when the machine asked to be woken, and tell it the time.
+    fn timer_fires(&mut self, label: &str) -> Fed {
+        let due = self
+            .m
+            .poll_timeout()
+            .expect("the machine waits on no deadline");
+        self.now = due;
+        self.feed(label, Input::Timeout)
+    }
+
+    /// Feed one input at the owner's clock, print it, its answer, its outputs and the
+    /// state after it.
     fn feed(&mut self, label: &str, input: Input) -> Fed {
         self.step += 1;
-        let reply = self.m.handle(input);
+        let reply = self.m.handle(self.now, input);
         let outputs: Vec<Output> = core::iter::from_fn(|| self.m.poll_output()).collect();
         let answer = match &reply {
             Ok(Reply::Accepted) => "ok".to_string(),
             Ok(r) => format!("{r:?}"),
             Err(e) => format!("REFUSED {e:?}"),
         };
-        println!("{:>3}. {label:<44} -> {answer}", self.step);
+        println!(
+            "{:>3}. [{:>6} ms] {label:<44} -> {answer}",
+            self.step, self.now.0
+        );
         for o in &outputs {
             println!("       | {}", self.describe(o));
         }
         let phase = self.m.phase(HCA).map_or("?".into(), |p| format!("{p:?}"));
+        let wake = self
+            .m
+            .poll_timeout()
+            .map_or("nothing due".to_string(), |t| format!("wake at {} ms", t.0));
         println!(
-            "       state: {phase}, epoch {}, next tick {:?}",
+            "       state: {phase}, epoch {}, {wake}",
             self.m.epoch(HCA).map_or(0, |e| e.0),
-            self.m.poll_timeout().map(|t| t.0)
         );
         Fed { reply, outputs }
     }
 
-    /// The owner's side of every callback: deliver, then hand the token back.
+    /// The owner's side of every callback: deliver, then report its return. A client has
+    /// one callback at a time: a return may hand over the client's next event, whose
+    /// callback returns in turn.
     fn return_callbacks(&mut self, fed: &Fed) {
         for o in &fed.outputs {
             if let Output::Notify { client, .. } = o {
                 let who = self.name(*client);
-                self.feed(
+                let next = self.feed(
                     &format!("{who} callback returns"),
                     Input::CallbackDone { client: *client },
                 );
+                self.return_callbacks(&next);
             }
         }
     }
 
     fn register(&mut self, name: &'static str, kind: ClientKind) -> ClientHandle {
+        self.now = self.now.after(1);
         let Fed { reply, .. } = self.feed(
             &format!("{name} registers ({kind:?})"),
             Input::Register { device: HCA, kind },
@@ -105,13 +140,16 @@ impl Timeline {
 fn main() {
     let mut t = Timeline {
         m: Hca::new(Config::DEFAULT),
+        now: Tick(0),
         step: 0,
         names: Vec::new(),
     };
+    let c = Config::DEFAULT;
     println!("== pnp-lifecycle: WinOF soft reset racing driver unload ==");
     println!(
-        "   (ticks are milliseconds; user space has {} ms to answer RESET)\n",
-        Config::DEFAULT.untrusted_ack_timeout
+        "   (the owner's clock is in milliseconds and goes with every input; user space has \
+         {} ms to answer RESET, kernel clients {} ms, every callback {} ms)\n",
+        c.untrusted_ack_timeout, c.trusted_ack_timeout, c.callback_timeout
     );
 
     t.feed("AddDevice", Input::AddDevice { device: HCA });
@@ -137,6 +175,7 @@ fn main() {
             token: RequestToken(1),
         },
     );
+    t.at(5);
     t.feed(
         "hardware start reports Started",
         Input::StartDone {
@@ -149,31 +188,40 @@ fn main() {
     let srp = t.register("srp", ClientKind::Trusted);
     let uverbs = t.register("uverbs", ClientKind::Untrusted);
 
-    println!("\n-- ipoib asks for a soft reset --");
+    println!("\n-- a minute later, ipoib asks for a soft reset: deadlines count from now --");
+    t.at(60_000);
     let out = t.feed(
         "ipoib: reset_request",
         Input::ResetRequest { client: ipoib },
     );
+    t.at(60_002);
     t.return_callbacks(&out);
+    t.at(60_010);
     t.feed(
         "ipoib: reset_execute (quiesced)",
         Input::ResetExecute { client: ipoib },
     );
+    t.at(60_020);
     t.feed(
         "srp: reset_request (coalesces)",
         Input::ResetRequest { client: srp },
     );
+    t.at(60_030);
     t.feed(
         "srp: reset_execute (quiesced)",
         Input::ResetExecute { client: srp },
     );
-    t.feed(
-        "tick 999 ms: uverbs still silent",
-        Input::Tick { now: Tick(999) },
-    );
+    t.at(60_999);
+    t.feed("an early timer: uverbs still silent", Input::Timeout);
+    let out = t.timer_fires("the timer fires at the deadline");
+    t.return_callbacks(&out);
+    t.at(61_050);
     let out = t.feed(
-        "tick 1000 ms: the deadline",
-        Input::Tick { now: Tick(1000) },
+        "reset worker: hardware reset succeeded",
+        Input::ResetDone {
+            device: HCA,
+            result: ResetResult::Succeeded,
+        },
     );
     t.return_callbacks(&out);
     t.feed(
@@ -184,14 +232,6 @@ fn main() {
             what: Access::HardwareOp,
         },
     );
-    let out = t.feed(
-        "reset worker: hardware reset succeeded",
-        Input::ResetDone {
-            device: HCA,
-            result: ResetResult::Succeeded,
-        },
-    );
-    t.return_callbacks(&out);
     t.feed(
         "ipoib: post work with its old interface",
         Input::Access {
@@ -213,15 +253,68 @@ fn main() {
         },
     );
 
-    println!("\n-- a catastrophic-error interrupt, then driver unload while clients quiesce --");
+    println!("\n-- a second user-space context binds port 0; its link callback hangs --");
+    t.at(62_000);
+    let rdma_cm = t.register("rdmacm", ClientKind::Untrusted);
     t.feed(
+        "rdmacm: bind physical port 0",
+        Input::Bind {
+            client: rdma_cm,
+            ports: PortSet::single(PhysPort(0)),
+        },
+    );
+    t.at(63_000);
+    t.feed(
+        "subnet manager: port 0 goes Active",
+        Input::LinkChanged {
+            device: HCA,
+            port: PhysPort(0),
+            state: LinkState::Active,
+        },
+    );
+    t.at(64_000);
+    t.feed(
+        "subnet manager: port 0 goes Down",
+        Input::LinkChanged {
+            device: HCA,
+            port: PhysPort(0),
+            state: LinkState::Down,
+        },
+    );
+    t.timer_fires("the timer fires: the callback deadline");
+    t.at(68_005);
+    t.feed(
+        "rdmacm: its callback returns, too late",
+        Input::CallbackDone { client: rdma_cm },
+    );
+    t.at(68_010);
+    t.feed(
+        "owner: rdmacm fenced (doorbells unmapped)",
+        Input::FenceDone { client: rdma_cm },
+    );
+    t.feed(
+        "rdmacm: calls in again",
+        Input::Access {
+            client: rdma_cm,
+            epoch: Epoch(1),
+            what: Access::QueryCounters(PhysPort(0)),
+        },
+    );
+
+    println!("\n-- a catastrophic-error interrupt, then driver unload while clients quiesce --");
+    t.at(70_000);
+    let out = t.feed(
         "catastrophic error interrupt",
         Input::FatalError { device: HCA },
     );
+    t.at(70_001);
+    t.return_callbacks(&out);
+    t.at(70_010);
     t.feed(
         "ipoib: reset_execute",
         Input::ResetExecute { client: ipoib },
     );
+    t.at(70_020);
     let removed = t.feed("DriverUnload", Input::Unload);
     t.feed(
         "srp: reset_execute (too late)",
@@ -234,26 +327,26 @@ fn main() {
             token: RequestToken(2),
         },
     );
+    t.at(70_030);
     t.feed("ipoib: detaches", Input::Unregister { client: ipoib });
     t.feed(
         "uverbs: context closes",
         Input::Unregister { client: uverbs },
+    );
+    t.feed(
+        "rdmacm: context closes",
+        Input::Unregister { client: rdma_cm },
     );
     t.feed("srp: detaches", Input::Unregister { client: srp });
     t.feed(
         "ipoib: detaches again (idempotent)",
         Input::Unregister { client: ipoib },
     );
-    // RESET callbacks of the second cycle, then the Removed ones.
-    for c in [ipoib, srp] {
-        let name = t.name(c);
-        t.feed(
-            &format!("{name} RESET callback returns"),
-            Input::CallbackDone { client: c },
-        );
-    }
+    // The Removed callbacks return; the last one lets unload finish.
+    t.at(70_040);
     t.return_callbacks(&removed);
-    t.feed("anything after unload", Input::Tick { now: Tick(2000) });
+    t.at(75_000);
+    t.feed("anything after unload", Input::Timeout);
     assert_eq!(t.m.driver_phase(), DriverPhase::Unloaded);
     println!("\nunload finished exactly once; the machine now refuses every input.");
 }

@@ -1,4 +1,5 @@
-//! Walk the whole matrix: every device input kind in every device state.
+//! Walk the whole matrix: every device input kind in every device state, then the
+//! driver-wide inputs (`Timeout`, `Unload`) in every state.
 //!
 //! For each cell the machine must do what the per-state table says:
 //! * `Refuse`: `Err(InvalidState { phase, input })`, nothing changed, nothing queued;
@@ -16,10 +17,12 @@ type O = Owner<1, 4, 2, { queue_capacity(1, 4) }>;
 
 /// Build one instance of `phase`: a trusted client bound to port 0 and an untrusted one,
 /// optionally holding the device (and then with port 1 unconfigured), optionally with
-/// every callback returned. `via` picks how SurpriseRemoved and Removing are reached:
+/// every callback returned (else the trusted one has a callback in flight where it can),
+/// optionally with a third client whose callback overran and whose fence the owner has
+/// not reported done. `via` picks how SurpriseRemoved and Removing are reached:
 /// 0 from Added, 1 with a hardware start in flight, 2 with a hardware reset in flight,
 /// 3 (Removing only) by driver unload, with no remove request.
-fn instance(phase: PhaseKind, hold: bool, returned: bool, via: u8) -> Option<O> {
+fn instance(phase: PhaseKind, hold: bool, returned: bool, via: u8, fenced: bool) -> Option<O> {
     use PhaseKind::*;
     let mut o = owner();
     let go = |o: &mut O, input: Input| o.step(input).0.is_ok();
@@ -27,6 +30,9 @@ fn instance(phase: PhaseKind, hold: bool, returned: bool, via: u8) -> Option<O> 
         return None;
     }
     if phase == Absent {
+        if fenced {
+            return None;
+        }
         if hold {
             // Absent after a full removal: old handles exist and are "past".
             o.started(DEV, false);
@@ -71,6 +77,31 @@ fn instance(phase: PhaseKind, hold: bool, returned: bool, via: u8) -> Option<O> 
         port: P0,
         state: LinkState::Init,
     });
+    if fenced {
+        // A third client's link callback hangs past its deadline: revoked and fenced.
+        let f = o.register(DEV, ClientKind::Untrusted);
+        o.ok(Input::Bind {
+            client: f,
+            ports: PortSet::single(P0),
+        });
+        o.ok(Input::LinkChanged {
+            device: DEV,
+            port: P0,
+            state: LinkState::Armed,
+        });
+        while o.view(t).callback_in_flight {
+            o.ok(Input::CallbackDone { client: t });
+        }
+        o.advance(Config::DEFAULT.callback_timeout);
+        let out = o.timeout();
+        assert!(out.contains(&Output::Fence { client: f }), "{out:?}");
+        assert!(o.view(f).fence_requested);
+        o.ok(Input::LinkChanged {
+            device: DEV,
+            port: P0,
+            state: LinkState::Init,
+        });
+    }
     if hold {
         o.ok(Input::Hold { client: u });
     }
@@ -113,6 +144,7 @@ fn instance(phase: PhaseKind, hold: bool, returned: bool, via: u8) -> Option<O> 
                 _ => {
                     started(&mut o)
                         && go(&mut o, Input::ResetRequest { client: t })
+                        && !o.return_callbacks(DEV).is_empty()
                         && go(&mut o, Input::ResetExecute { client: t })
                         && go(&mut o, Input::ResetExecute { client: u })
                 }
@@ -160,6 +192,7 @@ fn instance(phase: PhaseKind, hold: bool, returned: bool, via: u8) -> Option<O> 
         Executing => {
             started(&mut o)
                 && go(&mut o, Input::ResetRequest { client: t })
+                && !o.return_callbacks(DEV).is_empty()
                 && go(&mut o, Input::ResetExecute { client: t })
                 && go(&mut o, Input::ResetExecute { client: u })
         }
@@ -187,9 +220,31 @@ fn instance(phase: PhaseKind, hold: bool, returned: bool, via: u8) -> Option<O> 
     }
     if returned {
         o.return_callbacks(DEV);
+    } else {
+        // Link changes are taken in every present state: the bound client gets (or keeps)
+        // a callback in flight.
+        o.ok(Input::LinkChanged {
+            device: DEV,
+            port: P0,
+            state: LinkState::Down,
+        });
     }
     assert_eq!(o.phase(DEV), phase);
     Some(o)
+}
+
+/// Every instance of `phase` that `instance` can build.
+fn instances(phase: PhaseKind) -> Vec<O> {
+    let mut all = Vec::new();
+    for via in 0..4 {
+        for fenced in [false, true] {
+            for (h, r) in [(false, false), (false, true), (true, false), (true, true)] {
+                all.extend(instance(phase, h, r, via, fenced));
+            }
+        }
+    }
+    assert!(!all.is_empty(), "no instance of {phase:?}");
+    all
 }
 
 /// Concrete inputs of one kind for an instance: every client, every small parameter.
@@ -257,6 +312,7 @@ fn candidates(kind: InputKind, o: &O) -> Vec<Input> {
             .collect(),
         InputKind::Unregister => per_client(&|client| Input::Unregister { client }),
         InputKind::CallbackDone => per_client(&|client| Input::CallbackDone { client }),
+        InputKind::FenceDone => per_client(&|client| Input::FenceDone { client }),
         InputKind::AcquireInterface => per_client(&|client| Input::AcquireInterface { client }),
         InputKind::ResetRequest => per_client(&|client| Input::ResetRequest { client }),
         InputKind::ResetExecute => per_client(&|client| Input::ResetExecute { client }),
@@ -279,7 +335,8 @@ fn candidates(kind: InputKind, o: &O) -> Vec<Input> {
             }));
             v
         }
-        InputKind::Tick | InputKind::Unload => vec![],
+        // Driver-wide: not in the table; walked by the tests below.
+        InputKind::Timeout | InputKind::Unload => vec![],
     }
 }
 
@@ -288,13 +345,7 @@ fn every_input_in_every_state_has_the_outcome_the_table_declares() {
     let mut cells = 0;
     let mut tried = 0;
     for &phase in PhaseKind::ALL {
-        let mut instances: Vec<O> = Vec::new();
-        for via in 0..4 {
-            for (h, r) in [(false, false), (false, true), (true, false), (true, true)] {
-                instances.extend(instance(phase, h, r, via));
-            }
-        }
-        assert!(!instances.is_empty(), "no instance of {phase:?}");
+        let instances = instances(phase);
         for &kind in &InputKind::ALL[..DEVICE_INPUTS] {
             let declared = disposition(phase, kind);
             let mut accepted = 0;
@@ -302,11 +353,7 @@ fn every_input_in_every_state_has_the_outcome_the_table_declares() {
                 for input in candidates(kind, base) {
                     assert_eq!(input.kind(), kind);
                     tried += 1;
-                    let mut o = O {
-                        m: base.m.clone(),
-                        events: Default::default(),
-                        next_token: 1000,
-                    };
+                    let mut o = base.fork();
                     let before = o.m.clone();
                     // `step` itself asserts that any refusal changed nothing.
                     let (reply, outputs) = o.step(input);
@@ -358,6 +405,7 @@ fn every_input_in_every_state_has_the_outcome_the_table_declares() {
         }
     }
     assert_eq!(cells, PhaseKind::COUNT * DEVICE_INPUTS);
+    assert!(InputKind::ALL[..DEVICE_INPUTS].contains(&InputKind::FenceDone));
     println!("matrix: {cells} cells, {tried} concrete inputs");
 }
 
@@ -373,9 +421,130 @@ fn the_table_has_one_row_per_state_in_order() {
 #[test]
 fn driver_wide_inputs_are_answered_in_every_driver_phase() {
     let mut o = owner();
-    assert_eq!(o.step(Input::Tick { now: Tick(1) }).0, Ok(Reply::Accepted));
+    o.at(1);
+    assert_eq!(o.step(Input::Timeout).0, Ok(Reply::Accepted));
     assert_eq!(o.step(Input::Unload).0, Ok(Reply::Accepted)); // no device: finishes at once
     assert_eq!(o.m.driver_phase(), DriverPhase::Unloaded);
-    assert_eq!(o.step(Input::Tick { now: Tick(2) }).0, Err(Error::Unloaded));
+    o.at(2);
+    assert_eq!(o.step(Input::Timeout).0, Err(Error::Unloaded));
     assert_eq!(o.step(Input::Unload).0, Err(Error::Unloaded));
+}
+
+/// `Timeout` in every state: early (nothing due) it changes nothing but the clock; at
+/// `poll_timeout()` it is taken.
+#[test]
+fn timeout_is_taken_in_every_state_and_changes_nothing_before_a_deadline() {
+    let mut fired = 0;
+    for &phase in PhaseKind::ALL {
+        for base in instances(phase) {
+            let mut o = base.fork();
+            let before = o.m.clone();
+            let early = o.m.poll_timeout().is_none_or(|due| due > o.now);
+            assert!(early, "{phase:?}: a deadline already passed at {:?}", o.now);
+            assert_eq!(o.step(Input::Timeout), (Ok(Reply::Accepted), vec![]));
+            assert_eq!(
+                o.m, before,
+                "{phase:?}: a spurious timeout changed the machine"
+            );
+            // Later but still before the deadline: only the clock moves.
+            if let Some(due) = o.m.poll_timeout() {
+                o.at(due.0 - 1);
+                assert_eq!(o.timeout(), vec![], "{phase:?}: acted before {due:?}");
+                let mut copy = o.fork();
+                copy.fire_timeout();
+                fired += 1;
+            }
+        }
+    }
+    assert!(fired > 0);
+}
+
+/// What a correct owner does, and nothing more, until unload finishes: report every
+/// fence and every hardware completion it owes, return callbacks if `callbacks`, and wake
+/// at `poll_timeout()`. The clients never detach. Returns every output.
+fn drive_until_unloaded(o: &mut O, callbacks: bool) -> Vec<Output> {
+    let mut all = Vec::new();
+    for _ in 0..64 {
+        if o.m.driver_phase() == DriverPhase::Unloaded {
+            return all;
+        }
+        if callbacks {
+            all.extend(o.return_callbacks(DEV));
+        }
+        all.extend(o.finish_fences(DEV));
+        let report = match o.m.phase_detail(DEV) {
+            Some(Phase::Starting { .. })
+            | Some(Phase::SurpriseRemoved {
+                in_flight: Some(HwOp::Start),
+                ..
+            })
+            | Some(Phase::Removing {
+                in_flight: Some(HwOp::Start),
+                ..
+            }) => Some(Input::StartDone {
+                device: DEV,
+                result: StartResult::Started,
+            }),
+            Some(Phase::Executing { .. })
+            | Some(Phase::SurpriseRemoved {
+                in_flight: Some(HwOp::Reset),
+                ..
+            })
+            | Some(Phase::Removing {
+                in_flight: Some(HwOp::Reset),
+                ..
+            }) => Some(Input::ResetDone {
+                device: DEV,
+                result: ResetResult::Succeeded,
+            }),
+            _ => None,
+        };
+        if let Some(input) = report {
+            all.extend(o.ok(input));
+        } else if o.m.driver_phase() != DriverPhase::Unloaded {
+            let owed = o.m.clients(DEV).any(|(_, v)| v.fence_requested);
+            if !owed {
+                let due = o.m.poll_timeout();
+                assert!(
+                    due.is_some(),
+                    "unload waits with no deadline and nothing owed: {:?} {:?}",
+                    o.m.phase_detail(DEV),
+                    o.m.clients(DEV).collect::<Vec<_>>()
+                );
+                all.extend(o.fire_timeout());
+            }
+        }
+    }
+    panic!("unload did not finish: {:?}", o.m.phase_detail(DEV));
+}
+
+/// `Unload` in every state: accepted, and it finishes once the owner does its part, even
+/// when no client ever returns a callback or detaches (I9, I11).
+#[test]
+fn unload_is_taken_in_every_state_and_finishes_whatever_the_clients_do() {
+    let mut runs = 0;
+    for &phase in PhaseKind::ALL {
+        for base in instances(phase) {
+            for callbacks in [true, false] {
+                let mut o = base.fork();
+                let mut all = if o.m.driver_phase() == DriverPhase::Loaded {
+                    o.ok(Input::Unload)
+                } else {
+                    // Reached by unload already: accepted once, refused after.
+                    o.refused(Input::Unload, Error::UnloadAlreadyRequested);
+                    Vec::new()
+                };
+                all.extend(drive_until_unloaded(&mut o, callbacks));
+                let finishes = all
+                    .iter()
+                    .filter(|out| **out == Output::UnloadMayFinish)
+                    .count();
+                assert_eq!(finishes, 1, "{phase:?}: {all:?}");
+                assert_eq!(all.last(), Some(&Output::UnloadMayFinish));
+                assert_eq!(o.m.poll_timeout(), None);
+                runs += 1;
+            }
+        }
+    }
+    println!("unload: {runs} runs");
 }
