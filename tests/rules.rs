@@ -1026,8 +1026,19 @@ fn no_notification_is_addressed_to_a_client_after_it_unregistered() {
         ports: PortSet::single(P0),
     });
     o.ok(Input::ResetRequest { client: c[1] });
-    // c0 leaves with its RESET callback still in flight: its slot stays until it returns.
+    // A link change waits behind c0's RESET callback...
+    assert!(o
+        .ok(Input::LinkChanged {
+            device: DEV,
+            port: P0,
+            state: LinkState::Init,
+        })
+        .is_empty());
+    assert_eq!(o.view(c[0]).waiting_events, 1);
+    // ...and c0 leaves with that callback still in flight: its slot stays until it
+    // returns, and what waited for it is never delivered.
     assert_eq!(o.ok(Input::Unregister { client: c[0] }), vec![]);
+    assert_eq!(o.view(c[0]).waiting_events, 0);
     let mut after = Vec::new();
     after.extend(o.ok(Input::LinkChanged {
         device: DEV,

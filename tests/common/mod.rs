@@ -96,6 +96,12 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Owner<D, C,
         }
         assert_eq!(self.m.lost_outputs(), 0);
         self.check_outputs(&before, input, &outputs);
+        if let (Input::Unregister { client }, Ok(Reply::Unregistered(Unregistered::Now))) =
+            (input, reply)
+        {
+            // I1: nothing is addressed to it from now on.
+            self.ended.insert(client);
+        }
         for o in &outputs {
             if let Output::Notify { client, event } = o {
                 self.events.entry(*client).or_default().push(*event);
