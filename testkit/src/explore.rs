@@ -330,6 +330,9 @@ pub fn alphabet<S: Sut>(world: &World<S>, wide: bool) -> Vec<(Tick, Input)> {
         // one and `tests/state_matrix.rs` cover those cells): they loop back unchanged.
         v.retain(|i| {
             let Some(d) = i.device() else { return true };
+            if i.kind() == pnp_lifecycle::InputKind::Register {
+                return true; // admission is a rule of its own (remove pending, unload)
+            }
             world.sut.phase(d).is_none_or(|p| {
                 pnp_lifecycle::disposition(p, i.kind()) != pnp_lifecycle::Disposition::Refuse
             })

@@ -1,0 +1,270 @@
+//! Planted faults in the core's *own decisions* (`src/planted.rs`, compiled only with
+//! `--cfg pnp_faults`): for each, the explorer or the fuzz body, **with the reference model
+//! off**, must find it, and the check that fires is named. With `Fault::None` nothing
+//! fires. Run with:
+//!
+//! ```sh
+//! RUSTFLAGS="--cfg pnp_faults" CARGO_TARGET_DIR=target/faults \
+//!     cargo test -p pnp-lifecycle --test planted_core_faults -- --nocapture
+//! ```
+#![cfg(pnp_faults)]
+
+use pnp_lifecycle::planted::{plant, Fault};
+use pnp_lifecycle::{
+    ClientHandle, ClientKind, Config, DeviceId, Input, PhysPort, PortSet, RequestToken,
+    StartResult, Tick, TrustedTimeoutPolicy,
+};
+use pnp_lifecycle_testkit::explore::{explore_from, Bounds, Report, EXPLORER_PORTS};
+use pnp_lifecycle_testkit::fuzz_bodies::run_inputs;
+use pnp_lifecycle_testkit::rng::SplitMix;
+use pnp_lifecycle_testkit::{drive_to_quiescence, Check, Fuzz, Quiesce, Small, Sut, World};
+
+const CONFIG: Config = Config {
+    untrusted_ack_timeout: 2,
+    trusted_ack_timeout: 4,
+    trusted_policy: TrustedTimeoutPolicy::Revoke,
+    detach_timeout: 3,
+    callback_timeout: 5,
+};
+
+/// Oracle only, narrow alphabet, no liveness drives: shallow faults are found fast.
+const SEARCH: Bounds = Bounds {
+    max_depth: 5,
+    max_epoch: 2,
+    max_generation: 1,
+    max_states: 2_000_000,
+    liveness_every: 0,
+    compare_model: false,
+    wide_alphabet: false,
+};
+
+const HCA: DeviceId = DeviceId(0);
+
+fn client(slot: u8) -> ClientHandle {
+    ClientHandle {
+        device: HCA,
+        slot,
+        generation: 0,
+    }
+}
+
+/// One device started, a trusted client bound to port 0 and an untrusted client.
+fn prefix() -> Vec<(Tick, Input)> {
+    let t = Tick(0);
+    vec![
+        (t, Input::AddDevice { device: HCA }),
+        (
+            t,
+            Input::ConfigurePort {
+                device: HCA,
+                port: PhysPort(0),
+                caps: EXPLORER_PORTS[0],
+            },
+        ),
+        (
+            t,
+            Input::Start {
+                device: HCA,
+                token: RequestToken(100),
+            },
+        ),
+        (
+            t,
+            Input::StartDone {
+                device: HCA,
+                result: StartResult::Started,
+            },
+        ),
+        (
+            t,
+            Input::Register {
+                device: HCA,
+                kind: ClientKind::Trusted,
+            },
+        ),
+        (
+            t,
+            Input::Bind {
+                client: client(0),
+                ports: PortSet::single(PhysPort(0)),
+            },
+        ),
+        (
+            t,
+            Input::Register {
+                device: HCA,
+                kind: ClientKind::Untrusted,
+            },
+        ),
+    ]
+}
+
+fn explore_planted(fault: Fault, bounds: Bounds) -> Report {
+    plant(fault);
+    let world = World::<Small>::new(CONFIG, false);
+    let report = explore_from(world, &prefix(), bounds);
+    plant(Fault::None);
+    report
+}
+
+/// The explorer, model off, must find `fault` as a violation of `expected`.
+fn explorer_finds(fault: Fault, expected: Check) {
+    let report = explore_planted(fault, SEARCH);
+    let (v, path) = report
+        .violation
+        .clone()
+        .unwrap_or_else(|| panic!("explorer missed planted fault {fault:?}: {report}"));
+    println!(
+        "{fault:?}: explorer (model off) -> {:?} after {} inputs ({} states, {} edges, {:.1} s): {}",
+        v.check,
+        path.len(),
+        report.states,
+        report.edges,
+        report.seconds,
+        v.detail
+    );
+    assert_eq!(v.check, expected, "{fault:?} caught as {v} via {path:?}");
+}
+
+/// The fuzz body, model off (oracle and the three liveness drives), must find `fault`.
+fn fuzz_finds(fault: Fault, expected: &[Check], cases: usize) {
+    let mut rng = SplitMix(0x5eed ^ fault as u64);
+    plant(fault);
+    let found = (0..cases).find_map(|case| {
+        let data = rng.case(64, 2048);
+        run_inputs::<Fuzz>(&data, false, Fuzz::create)
+            .err()
+            .map(|f| (case, f))
+    });
+    plant(Fault::None);
+    let (case, finding) =
+        found.unwrap_or_else(|| panic!("fuzz body missed planted fault {fault:?} in {cases}"));
+    println!(
+        "{fault:?}: fuzz body (model off) case {case} -> {:?}: {}",
+        finding.violation.check, finding.violation.detail
+    );
+    assert!(
+        expected.contains(&finding.violation.check),
+        "{fault:?}: {}",
+        finding
+    );
+}
+
+#[test]
+fn control_no_fault_no_violation() {
+    let report = explore_planted(
+        Fault::None,
+        Bounds {
+            max_depth: 4,
+            liveness_every: 5,
+            ..SEARCH
+        },
+    );
+    println!("None: explorer (model off) -> no violation: {report}");
+    assert!(report.violation.is_none(), "{}", report);
+    plant(Fault::None);
+    let mut rng = SplitMix(0xc0);
+    for _ in 0..300 {
+        let data = rng.case(64, 2048);
+        if let Err(f) = run_inputs::<Fuzz>(&data, false, Fuzz::create) {
+            panic!("no fault planted, yet: {f}");
+        }
+    }
+    println!("None: fuzz body (model off) -> no violation in 300 cases");
+}
+
+#[test]
+fn early_revocation_breaks_i13() {
+    explorer_finds(Fault::EarlyRevocation, Check::I13);
+    fuzz_finds(Fault::EarlyRevocation, &[Check::I13], 3000);
+}
+
+#[test]
+fn refused_surprise_removal_breaks_i11() {
+    explorer_finds(Fault::RefuseSurpriseWhileCallbackRuns, Check::I11);
+    fuzz_finds(Fault::RefuseSurpriseWhileCallbackRuns, &[Check::I11], 3000);
+}
+
+#[test]
+fn lost_deferred_fatal_is_unanswered() {
+    explorer_finds(Fault::LoseDeferredFatal, Check::FatalAnswered);
+    fuzz_finds(Fault::LoseDeferredFatal, &[Check::FatalAnswered], 3000);
+}
+
+#[test]
+fn revocation_without_fence_is_seen_and_removal_hangs() {
+    explorer_finds(Fault::NoFenceForStuckCallback, Check::Fence);
+    // Without the fence check, the hostile liveness drive sees the removal hang (I9):
+    // a voter whose callback never returns is revoked without a fence.
+    plant(Fault::NoFenceForStuckCallback);
+    let mut world = World::<Small>::new(CONFIG, false);
+    world.oracle.fence_check = false;
+    for (now, input) in prefix() {
+        world.step(now, input).unwrap();
+    }
+    world
+        .step(Tick(0), Input::ResetRequest { client: client(0) })
+        .unwrap();
+    // The fence check is off: the liveness drive alone must see it.
+    let outcome = drive_to_quiescence(&mut world, Quiesce::Hostile);
+    plant(Fault::None);
+    let v = outcome.expect_err("removal finished without the fence");
+    println!(
+        "NoFenceForStuckCallback: hostile liveness drive -> {:?}: {}",
+        v.check, v.detail
+    );
+    assert_eq!(v.check, Check::I9, "{v}");
+}
+
+#[test]
+fn missing_callback_deadline_breaks_i9() {
+    explorer_finds(Fault::NoCallbackDeadline, Check::I9);
+    fuzz_finds(Fault::NoCallbackDeadline, &[Check::I9], 3000);
+}
+
+#[test]
+fn reset_with_a_voter_left_breaks_i3() {
+    explorer_finds(Fault::ResetWithOneVoterLeft, Check::I3);
+    fuzz_finds(Fault::ResetWithOneVoterLeft, &[Check::I3], 3000);
+}
+
+#[test]
+fn registration_while_remove_pending_is_seen() {
+    explorer_finds(Fault::RegisterWhileRemovePending, Check::PendingRemove);
+    fuzz_finds(
+        Fault::RegisterWhileRemovePending,
+        &[Check::PendingRemove],
+        3000,
+    );
+}
+
+#[test]
+fn query_remove_past_a_hold_is_seen() {
+    explorer_finds(Fault::QueryRemoveIgnoresHold, Check::HoldVeto);
+    fuzz_finds(Fault::QueryRemoveIgnoresHold, &[Check::HoldVeto], 3000);
+}
+
+#[test]
+fn stop_that_keeps_resources_is_seen() {
+    explorer_finds(Fault::StopKeepsResources, Check::StopRelease);
+    fuzz_finds(Fault::StopKeepsResources, &[Check::StopRelease], 3000);
+}
+
+#[test]
+fn notify_after_unregister_breaks_i1() {
+    explorer_finds(Fault::NotifyAfterUnregister, Check::I1);
+    fuzz_finds(Fault::NotifyAfterUnregister, &[Check::I1], 3000);
+}
+
+#[test]
+fn second_callback_in_flight_is_seen() {
+    explorer_finds(Fault::SecondCallbackInFlight, Check::OneCallback);
+    fuzz_finds(Fault::SecondCallbackInFlight, &[Check::OneCallback], 3000);
+}
+
+/// Every planted fault has a test above.
+#[test]
+fn every_planted_fault_is_covered() {
+    assert_eq!(Fault::ALL.len(), 11);
+    let _ = Small::DEVICES;
+}
