@@ -578,10 +578,10 @@ mod boundaries {
             token: RequestToken(token),
         };
         // CancelStop while running is ignored: it completes, and needs one slot for that.
-        assert_eq!(m.handle(cancel(7)), Ok(Reply::Accepted));
+        assert_eq!(m.handle(Tick(0), cancel(7)), Ok(Reply::Accepted));
         assert_eq!(m.outputs.free(), 0);
         let before = m.clone();
-        assert_eq!(m.handle(cancel(8)), Err(Error::OutputBacklog { needed: 1 }));
+        assert_eq!(m.handle(Tick(0), cancel(8)), Err(Error::OutputBacklog { needed: 1 }));
         assert!(m == before, "a refused ignored input changed the machine");
         assert_eq!(m.lost_outputs(), 0);
         let last = m.pending_outputs().last().copied();
