@@ -3,6 +3,8 @@
 //! reorders or injects outputs, fakes replies, or replays stale handles. For each, the
 //! explorer with the *oracle alone* (no model comparison) must report a violation of the
 //! expected invariant; for several, the fuzz body must find it from random bytes too.
+//! Faults in the core's own decisions are planted in `src/` behind `--cfg pnp_faults` and
+//! tested by `tests/planted_core_faults.rs`.
 
 use pnp_lifecycle::{Config, TrustedTimeoutPolicy};
 use pnp_lifecycle_testkit::explore::{explore, Bounds};
@@ -16,13 +18,13 @@ const CONFIG: Config = Config {
     trusted_ack_timeout: 5,
     trusted_policy: TrustedTimeoutPolicy::Revoke,
     detach_timeout: 3,
+    callback_timeout: 6,
 };
 
 const SEARCH: Bounds = Bounds {
     max_depth: 16,
     max_epoch: 2,
     max_generation: 1,
-    max_callbacks: 2,
     max_states: 3_000_000,
     liveness_every: 0,
     compare_model: false,
@@ -112,18 +114,15 @@ fn unload_may_finish_twice() {
 
 #[test]
 fn joiner_never_told_reset_end() {
-    explorer_finds(Fault::JoinerMissesResetEnd, Check::I4);
-    fuzz_finds(Fault::JoinerMissesResetEnd, Some(Check::I4), 3000);
+    // The dropped `ResetEnd` is a callback the machine counts in flight and the owner
+    // never made: the callback bookkeeping disagrees first.
+    explorer_finds(Fault::JoinerMissesResetEnd, Check::Handles);
+    fuzz_finds(Fault::JoinerMissesResetEnd, Some(Check::Handles), 3000);
 }
 
 #[test]
 fn stale_handle_replayed() {
     explorer_finds(Fault::StaleHandleReplay, Check::Handles);
-}
-
-#[test]
-fn reset_overtakes_revocation() {
-    explorer_finds(Fault::ResetBeforeRevoke, Check::I3);
 }
 
 #[test]

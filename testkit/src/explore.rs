@@ -339,9 +339,7 @@ pub fn alphabet<S: Sut>(world: &World<S>, wide: bool) -> Vec<(Tick, Input)> {
         });
     }
     let mut timed: Vec<(Tick, Input)> = v.into_iter().map(|i| (now, i)).collect();
-    if wide {
-        timed.push((now, Input::Unload));
-    } else if world.sut.driver_phase() == pnp_lifecycle::DriverPhase::Loaded {
+    if wide || world.sut.driver_phase() == pnp_lifecycle::DriverPhase::Loaded {
         timed.push((now, Input::Unload));
     }
     match world.sut.poll_timeout() {

@@ -348,12 +348,17 @@ impl Oracle {
             let fenced = outputs
                 .iter()
                 .any(|o| matches!(o, Output::Fence { client } if *client == h));
+            if av.is_none() && !unregistering && matches!(bv.state, ClientState::Active { .. }) {
+                fail!(
+                    Handles,
+                    "{:?} vanished by {:?} without unregistering or being removed",
+                    h,
+                    input
+                );
+            }
             let turned = match av {
                 Some(v) => v.state == ClientState::Revoked,
-                None => {
-                    !unregistering
-                        && matches!(bv.state, ClientState::Removed | ClientState::Active { .. })
-                }
+                None => !unregistering && bv.state == ClientState::Removed,
             };
             if !(turned || fenced) {
                 continue;
@@ -1269,7 +1274,7 @@ impl Oracle {
         }
         // I13: a device failed by a timeout only when a trusted client missed a deadline.
         if *input == Input::Timeout {
-            for i in 0..S::DEVICES {
+            for (i, b) in books.iter().enumerate() {
                 let d = DeviceId(i as u8);
                 let pb = before.phase(d);
                 if !matches!(pb, Some(PhaseKind::Running | PhaseKind::Quiescing))
@@ -1277,7 +1282,6 @@ impl Oracle {
                 {
                     continue;
                 }
-                let b = &books[i];
                 let due = config.trusted_policy == TrustedTimeoutPolicy::FailDevice
                     && b.clients.iter().any(|(&(slot, generation), c)| {
                         let h = ClientHandle {
