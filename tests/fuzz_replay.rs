@@ -110,3 +110,61 @@ fn debug_case() {
         }
     }
 }
+
+/// Rewrite the committed seed corpus of `core_inputs` (after the byte format changed):
+/// `PNP_WRITE_CORPUS=1 cargo test --release --test fuzz_replay write_seed_corpus -- --ignored`.
+/// Keeps, from 4000 seeded random cases, the eight that drive the most distinct
+/// (input kind, output kind) pairs.
+#[test]
+#[ignore]
+fn write_seed_corpus() {
+    use pnp_lifecycle::Output;
+    use pnp_lifecycle_testkit::gen::{small_config, Generator};
+    use pnp_lifecycle_testkit::{Fuzz, World};
+    use std::collections::BTreeSet;
+    let mut rng = SplitMix(0x5eed_c0de);
+    let mut scored: Vec<(usize, Vec<u8>)> = Vec::new();
+    for _ in 0..4000 {
+        let data = rng.case(256, 3000);
+        let mut u = arbitrary::Unstructured::new(&data);
+        let Ok(config) = small_config(&mut u) else {
+            continue;
+        };
+        let mut world: World<Fuzz> = World::new(config, false);
+        let mut g = Generator::new();
+        let mut seen = BTreeSet::new();
+        while !u.is_empty() {
+            let Ok((now, input)) = g.next(&mut u, &world) else {
+                break;
+            };
+            let Ok(step) = world.step(now, input) else {
+                break;
+            };
+            for o in &step.outputs {
+                let kind = match o {
+                    Output::Notify { event, .. } => format!("{event:?}").chars().take(8).collect(),
+                    other => format!("{other:?}").chars().take(8).collect::<String>(),
+                };
+                seen.insert((format!("{:?}", input.kind()), kind));
+            }
+            if world.oracle.unload_finished {
+                break;
+            }
+        }
+        scored.push((seen.len(), data));
+    }
+    scored.sort_by(|a, b| b.0.cmp(&a.0));
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/core_inputs");
+    if std::env::var_os("PNP_WRITE_CORPUS").is_some() {
+        for e in std::fs::read_dir(&dir).unwrap().flatten() {
+            std::fs::remove_file(e.path()).unwrap();
+        }
+        for (i, (score, data)) in scored.iter().take(8).enumerate() {
+            std::fs::write(dir.join(format!("seed-{i}-{score}")), data).unwrap();
+        }
+    }
+    println!(
+        "best scores: {:?}",
+        scored.iter().take(8).map(|s| s.0).collect::<Vec<_>>()
+    );
+}
