@@ -34,6 +34,14 @@ fn full() -> bool {
     std::env::var_os("PNP_EXPLORE_FULL").is_some() || !cfg!(debug_assertions)
 }
 
+/// Threads per breadth-first layer: `PNP_EXPLORE_THREADS`, else 2 (the CI machine's cores).
+fn threads() -> usize {
+    std::env::var("PNP_EXPLORE_THREADS")
+        .ok()
+        .and_then(|d| d.parse().ok())
+        .unwrap_or(2)
+}
+
 fn depth(full_depth: usize, quick_depth: usize) -> usize {
     std::env::var("PNP_EXPLORE_DEPTH")
         .ok()
@@ -123,13 +131,14 @@ fn check(name: &str, report: &Report) {
 #[test]
 fn explore_two_devices_three_clients() {
     let bounds = Bounds {
-        max_depth: depth(7, 5),
+        max_depth: depth(6, 4),
         max_epoch: 1,
         max_generation: 1,
         max_states: 3_000_000,
-        liveness_every: if full() { 3 } else { 11 },
+        liveness_every: if full() { 29 } else { 97 },
         compare_model: true,
         wide_alphabet: false,
+        threads: threads(),
     };
     let world = World::<Pair>::new(config(TrustedTimeoutPolicy::Revoke), true);
     let report = explore_from(world, &two_device_prefix(), bounds);
@@ -140,11 +149,13 @@ fn one_device(policy: TrustedTimeoutPolicy) {
     let bounds = if full() {
         Bounds {
             max_depth: depth(8, 6),
+            threads: threads(),
             ..Bounds::FULL
         }
     } else {
         Bounds {
             max_depth: depth(8, 6),
+            threads: threads(),
             ..Bounds::QUICK
         }
     };

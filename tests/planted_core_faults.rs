@@ -36,6 +36,8 @@ const SEARCH: Bounds = Bounds {
     liveness_every: 0,
     compare_model: false,
     wide_alphabet: false,
+    // A planted fault is per thread: explore on this one.
+    threads: 1,
 };
 
 const HCA: DeviceId = DeviceId(0);

@@ -29,6 +29,7 @@ const SEARCH: Bounds = Bounds {
     liveness_every: 0,
     compare_model: false,
     wide_alphabet: false,
+    threads: 1,
 };
 
 /// The explorer, oracle only, must find `fault` as a violation of `expected`.

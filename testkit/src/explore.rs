@@ -28,8 +28,9 @@ use pnp_lifecycle::{
     Access, ClientHandle, ClientKind, DeviceId, Epoch, Input, LinkState, PhysPort, PortCaps,
     PortSet, Protocol, RequestToken, ResetResult, StartResult, Tick,
 };
-use std::collections::{HashSet, VecDeque};
+use std::collections::HashSet;
 use std::hash::{DefaultHasher, Hash, Hasher};
+use std::sync::Mutex;
 
 /// What bounds the exploration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,6 +50,9 @@ pub struct Bounds {
     /// Include the less important inputs (a third link state, stale accesses, forged
     /// handles, out-of-range ports, backwards ticks).
     pub wide_alphabet: bool,
+    /// Threads expanding each breadth-first layer (1: on the calling thread, which the
+    /// planted-fault tests need since a planted fault is per thread).
+    pub threads: usize,
 }
 
 impl Bounds {
@@ -62,6 +66,7 @@ impl Bounds {
         liveness_every: 1,
         compare_model: true,
         wide_alphabet: true,
+        threads: 1,
     };
     /// A smaller bound for debug builds: depth 6, narrower alphabet, liveness from every
     /// 7th state.
@@ -73,6 +78,7 @@ impl Bounds {
         liveness_every: 7,
         compare_model: true,
         wide_alphabet: false,
+        threads: 1,
     };
 }
 
@@ -395,13 +401,110 @@ fn path_to(parents: &[(u32, Option<(Tick, Input)>)], mut at: u32) -> Vec<(Tick, 
 
 /// Explore every state reachable from `start` within `bounds`, checking every edge.
 /// Stops at the first violation.
-pub fn explore<S: Sut>(start: World<S>, bounds: Bounds) -> Report {
+pub fn explore<S: Sut + Send + Sync>(start: World<S>, bounds: Bounds) -> Report {
     explore_from(start, &[], bounds)
 }
 
+/// What one thread found while expanding its share of a layer.
+struct Expansion<S: Sut> {
+    /// New states (`None` for a leaf at the depth bound: checked, counted, not kept).
+    next: Vec<(Option<World<S>>, Option<u8>, u32, (Tick, Input))>,
+    edges: usize,
+    pruned: usize,
+    liveness_runs: usize,
+    violation: Option<(Violation, u32, Option<(Tick, Input)>)>,
+}
+
+fn expand<S: Sut>(
+    layer: &[(World<S>, Option<u8>, u32)],
+    depth: usize,
+    bounds: &Bounds,
+    seen: &Mutex<HashSet<u128>>,
+) -> Expansion<S> {
+    let mut x = Expansion {
+        next: Vec::new(),
+        edges: 0,
+        pruned: 0,
+        liveness_runs: 0,
+        violation: None,
+    };
+    for (world, last_dev, id) in layer {
+        if bounds.liveness_every > 0 && (*id as usize).is_multiple_of(bounds.liveness_every) {
+            for mode in [
+                Quiesce::Cooperative,
+                Quiesce::Uncooperative,
+                Quiesce::Hostile,
+            ] {
+                let mut w = world.clone();
+                x.liveness_runs += 1;
+                if let Err(v) = drive_to_quiescence(&mut w, mode) {
+                    let mut v = v;
+                    v.detail = format!("{} (liveness drive {:?} from this state)", v.detail, mode);
+                    x.violation = Some((v, *id, None));
+                    return x;
+                }
+            }
+        }
+        if beyond(world, bounds, depth) {
+            x.pruned += 1;
+            continue;
+        }
+        for (now, input) in alphabet(world, bounds.wide_alphabet) {
+            let dev = device_of(&input);
+            if let (Some(d), Some(last)) = (dev, *last_dev) {
+                if d < last {
+                    continue; // reached by the reordering in device order
+                }
+            }
+            let mut next = world.clone();
+            x.edges += 1;
+            if let Err(v) = next.step(now, input) {
+                x.violation = Some((v, *id, Some((now, input))));
+                return x;
+            }
+            let fp = fingerprint(&(&next, dev));
+            let fresh = seen.lock().map(|mut s| s.insert(fp)).unwrap_or(false);
+            if !fresh {
+                continue;
+            }
+            if depth + 1 < bounds.max_depth {
+                x.next.push((Some(next), dev, *id, (now, input)));
+                continue;
+            }
+            // A leaf: the depth bound prunes it, so it is not kept; its liveness is
+            // checked here on the same sample as the kept states.
+            x.pruned += 1;
+            if bounds.liveness_every > 0 && (fp as usize).is_multiple_of(bounds.liveness_every) {
+                for mode in [
+                    Quiesce::Cooperative,
+                    Quiesce::Uncooperative,
+                    Quiesce::Hostile,
+                ] {
+                    let mut w = next.clone();
+                    x.liveness_runs += 1;
+                    if let Err(v) = drive_to_quiescence(&mut w, mode) {
+                        let mut v = v;
+                        v.detail =
+                            format!("{} (liveness drive {:?} after this input)", v.detail, mode);
+                        x.violation = Some((v, *id, Some((now, input))));
+                        return x;
+                    }
+                }
+            }
+            x.next.push((None, dev, *id, (now, input)));
+        }
+    }
+    x
+}
+
 /// Apply `prefix` to `start` (checked like every edge), then explore every state reachable
-/// from there within `bounds`. A violation's path includes the prefix.
-pub fn explore_from<S: Sut>(start: World<S>, prefix: &[(Tick, Input)], bounds: Bounds) -> Report {
+/// from there within `bounds`, one breadth-first layer at a time, each layer split over
+/// `bounds.threads` threads. A violation's path includes the prefix.
+pub fn explore_from<S: Sut + Send + Sync>(
+    start: World<S>,
+    prefix: &[(Tick, Input)],
+    bounds: Bounds,
+) -> Report {
     let clock = std::time::Instant::now();
     let mut start = start;
     if !bounds.compare_model {
@@ -429,65 +532,63 @@ pub fn explore_from<S: Sut>(start: World<S>, prefix: &[(Tick, Input)], bounds: B
         p.extend(path);
         p
     };
-    let mut seen: HashSet<u128> = HashSet::new();
     // The reduction's state: the last device that took an input since the last
     // driver-wide input.
-    seen.insert(fingerprint(&(&start, None::<u8>)));
+    let seen: Mutex<HashSet<u128>> = Mutex::new(HashSet::new());
+    if let Ok(mut s) = seen.lock() {
+        s.insert(fingerprint(&(&start, None::<u8>)));
+    }
     let mut parents: Vec<(u32, Option<(Tick, Input)>)> = vec![(0, None)];
-    let mut queue: VecDeque<(World<S>, Option<u8>, u32, usize)> = VecDeque::new();
-    queue.push_back((start, None, 0, 0));
-    while let Some((world, last_dev, id, depth)) = queue.pop_front() {
-        report.depth = report.depth.max(depth);
-        if bounds.liveness_every > 0 && (id as usize).is_multiple_of(bounds.liveness_every) {
-            for mode in [
-                Quiesce::Cooperative,
-                Quiesce::Uncooperative,
-                Quiesce::Hostile,
-            ] {
-                let mut w = world.clone();
-                report.liveness_runs += 1;
-                if let Err(v) = drive_to_quiescence(&mut w, mode) {
-                    let mut v = v;
-                    v.detail = format!("{} (liveness drive {:?} from this state)", v.detail, mode);
-                    report.violation = Some((v, with_prefix(path_to(&parents, id))));
-                    report.seconds = clock.elapsed().as_secs_f64();
-                    return report;
+    let mut layer: Vec<(World<S>, Option<u8>, u32)> = vec![(start, None, 0)];
+    let mut depth = 0;
+    let threads = bounds.threads.max(1);
+    while !layer.is_empty() {
+        report.depth = depth;
+        let chunk = layer.len().div_ceil(threads);
+        let results: Vec<Expansion<S>> = if threads == 1 {
+            vec![expand(&layer, depth, &bounds, &seen)]
+        } else {
+            std::thread::scope(|scope| {
+                let handles: Vec<_> = layer
+                    .chunks(chunk)
+                    .map(|part| scope.spawn(|| expand(part, depth, &bounds, &seen)))
+                    .collect();
+                handles.into_iter().filter_map(|h| h.join().ok()).collect()
+            })
+        };
+        let mut next_layer = Vec::new();
+        for x in results {
+            if !x.next.is_empty() {
+                report.depth = report.depth.max(depth + 1);
+            }
+            report.edges += x.edges;
+            report.pruned += x.pruned;
+            report.liveness_runs += x.liveness_runs;
+            if report.violation.is_none() {
+                if let Some((v, id, edge)) = x.violation {
+                    let mut path = path_to(&parents, id);
+                    path.extend(edge);
+                    report.violation = Some((v, with_prefix(path)));
                 }
             }
-        }
-        if beyond(&world, &bounds, depth) {
-            report.pruned += 1;
-            continue;
-        }
-        for (now, input) in alphabet(&world, bounds.wide_alphabet) {
-            let dev = device_of(&input);
-            if let (Some(d), Some(last)) = (dev, last_dev) {
-                if d < last {
-                    continue; // reached by the reordering in device order
-                }
-            }
-            let mut next = world.clone();
-            report.edges += 1;
-            if let Err(v) = next.step(now, input) {
-                let mut path = path_to(&parents, id);
-                path.push((now, input));
-                report.violation = Some((v, with_prefix(path)));
-                report.seconds = clock.elapsed().as_secs_f64();
-                return report;
-            }
-            let next_last = dev;
-            if seen.insert(fingerprint(&(&next, next_last))) {
-                if seen.len() > bounds.max_states {
-                    report.truncated = true;
-                    report.seconds = clock.elapsed().as_secs_f64();
-                    return report;
-                }
+            for (world, dev, parent, edge) in x.next {
                 let nid = parents.len() as u32;
-                parents.push((id, Some((now, input))));
+                parents.push((parent, Some(edge)));
                 report.states += 1;
-                queue.push_back((next, next_last, nid, depth + 1));
+                if let Some(world) = world {
+                    next_layer.push((world, dev, nid));
+                }
             }
         }
+        if report.violation.is_some() {
+            break;
+        }
+        if report.states > bounds.max_states {
+            report.truncated = true;
+            break;
+        }
+        layer = next_layer;
+        depth += 1;
     }
     report.seconds = clock.elapsed().as_secs_f64();
     report

@@ -2,13 +2,19 @@
 //!
 //! The verification machinery of `pnp-lifecycle`, shared by `tests/` and `fuzz/`:
 //!
-//! * [`oracle`]: invariants I1–I10 of `DESIGN.md` as predicates over each step;
+//! * [`oracle`]: the rules of `DESIGN.md` (I1–I11, I13, one callback in flight, fences,
+//!   admission while remove is pending, the hold veto, stop releasing resources, every
+//!   fatal error answered) as predicates over each step, from outputs, replies and public
+//!   queries only, so they hold with the reference model off;
 //! * [`model`]: an independent reference model, compared step by step ([`world`]);
-//! * [`world`]: the owner (drain after every input, bookkeeping) and the I9 liveness
-//!   drive [`world::drive_to_quiescence`];
-//! * [`gen`]: the input generator for fuzzing;
-//! * [`faults`]: a fault-planting wrapper that proves the checks bite;
-//! * [`explore`]: the exhaustive breadth-first explorer;
+//! * [`world`]: the owner (a clock passed with every input, drain after every input,
+//!   bookkeeping) and the I9 liveness drive [`world::drive_to_quiescence`] with
+//!   cooperative, uncooperative and hostile clients;
+//! * [`gen`]: the input generator for fuzzing (inputs with time steps and jumps);
+//! * [`faults`]: a fault-planting wrapper that proves the checks bite (faults in the
+//!   core's own decisions are planted in `src/planted.rs` behind `--cfg pnp_faults`);
+//! * [`explore`]: the exhaustive breadth-first explorer (abstract time, device-order
+//!   reduction, parallel layers);
 //! * [`fuzz_bodies`]: the bodies of the fuzz targets;
 //! * [`rng`]: a seeded generator for bounded random runs.
 

@@ -309,7 +309,12 @@ impl Oracle {
 
         // ---- revocations the core decided in this step (I13), before the outputs ------
         let revoked_now = self.revocations(now, before, input, outputs, after)?;
-        let books = self.devices.clone();
+        // The books before the outputs, for the timeout checks at the end of the step.
+        let books = if *input == Input::Timeout {
+            self.devices.clone()
+        } else {
+            Vec::new()
+        };
 
         // ---- effects of the accepted input itself ------------------------------------
         self.accept_input(now, before, input, reply, after)?;
