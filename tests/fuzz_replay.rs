@@ -168,3 +168,71 @@ fn write_seed_corpus() {
         scored.iter().take(8).map(|s| s.0).collect::<Vec<_>>()
     );
 }
+
+/// Guard against a generator that never reaches the new edges: over seeded random cases,
+/// the fuzz body's inputs must fence stuck callbacks, report fences done, complete reset
+/// cycles, defer fatal errors, revoke clients, refuse time going backwards, refuse an
+/// answer to an undelivered `RESET`, and finish unload.
+#[test]
+fn random_cases_reach_the_new_edges() {
+    use pnp_lifecycle::{CycleOutcome, Error, Event, FatalAnswer, Input, Output, Reply};
+    use pnp_lifecycle_testkit::gen::{small_config, Generator};
+    use pnp_lifecycle_testkit::{Fuzz, World};
+    use std::collections::BTreeMap;
+    let mut rng = SplitMix(0x0ed9_e5);
+    let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
+    for _ in 0..1500 {
+        let data = rng.case(256, 3000);
+        let mut u = arbitrary::Unstructured::new(&data);
+        let Ok(config) = small_config(&mut u) else {
+            continue;
+        };
+        let mut world: World<Fuzz> = World::new(config, false);
+        let mut g = Generator::new();
+        while !u.is_empty() {
+            let Ok((now, input)) = g.next(&mut u, &world) else {
+                break;
+            };
+            let step = world.step(now, input).unwrap();
+            let mut hit = |k| *seen.entry(k).or_default() += 1;
+            match (&input, &step.result) {
+                (Input::FenceDone { .. }, Ok(_)) => hit("FenceDone accepted"),
+                (_, Ok(Reply::Fatal(FatalAnswer::Deferred))) => hit("fatal deferred"),
+                (_, Err(Error::TimeWentBackwards { .. })) => hit("time backwards refused"),
+                (_, Err(Error::ResetNotDelivered)) => hit("RESET not delivered"),
+                _ => {}
+            }
+            for o in &step.outputs {
+                match o {
+                    Output::Fence { .. } => hit("Fence"),
+                    Output::Notify {
+                        event: Event::Revoked,
+                        ..
+                    } => hit("Revoked"),
+                    Output::ResetCycleFinished {
+                        outcome: CycleOutcome::Completed(_),
+                        ..
+                    } => hit("cycle completed"),
+                    Output::UnloadMayFinish => hit("unload finished"),
+                    _ => {}
+                }
+            }
+            if world.oracle.unload_finished {
+                break;
+            }
+        }
+    }
+    println!("edges reached in 1500 random cases: {seen:?}");
+    for k in [
+        "FenceDone accepted",
+        "fatal deferred",
+        "time backwards refused",
+        "RESET not delivered",
+        "Fence",
+        "Revoked",
+        "cycle completed",
+        "unload finished",
+    ] {
+        assert!(seen.get(k).copied().unwrap_or(0) > 0, "never reached: {k}");
+    }
+}

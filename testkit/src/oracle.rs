@@ -63,6 +63,9 @@ pub enum Check {
     /// Every fatal error is answered: a `Deferred` one later by exactly one
     /// `ResetCycleFinished` (or a cycle that serves it), the others by a correct reason.
     FatalAnswered,
+    /// Resources are released exactly when held: nothing released that a start did not
+    /// claim, nothing left claimed when the device is removed.
+    Resources,
     /// Outputs of one input exceed the documented bound, or outputs were lost.
     Bound,
     /// Client handles: aliasing, unregister winners, `ClientGone`, callbacks.
@@ -166,6 +169,9 @@ pub struct DeviceBook {
     pub removal_since: Option<Tick>,
     /// A fatal error answered `Deferred` and not yet answered again.
     pub fatal_deferred: bool,
+    /// A start claimed resources (`StartDone` with `Started` or `FailedAfterResources`)
+    /// that no `ReleaseResources` has released yet.
+    pub resources_held: bool,
     /// Every client handle ever issued for the device.
     pub clients: BTreeMap<(u8, u16), ClientBook>,
 }
@@ -626,12 +632,15 @@ impl Oracle {
                 }
             }
             Input::SurpriseRemoval { device } => self.dev_mut(device)?.surprise = true,
-            Input::StartDone { device, .. } => {
+            Input::StartDone { device, result } => {
                 let b = self.dev_mut(device)?;
                 if !b.start_in_flight {
                     fail!(I3, "StartDone accepted with no start in flight");
                 }
                 b.start_in_flight = false;
+                if result != pnp_lifecycle::StartResult::FailedBeforeResources {
+                    b.resources_held = true;
+                }
             }
             Input::ResetDone { device, .. } => {
                 let b = self.dev_mut(device)?;
@@ -1106,7 +1115,21 @@ impl Oracle {
                         }
                         b.start_in_flight = true;
                     }
-                    HardwareCommand::Shutdown | HardwareCommand::ReleaseResources => {}
+                    HardwareCommand::ReleaseResources => {
+                        if !b.resources_held {
+                            fail!(
+                                Resources,
+                                "{:?} releases resources no start claimed (or released twice)",
+                                device
+                            );
+                        }
+                        b.resources_held = false;
+                    }
+                    HardwareCommand::Shutdown => {
+                        if !b.resources_held {
+                            fail!(Resources, "{:?} shut down with nothing started", device);
+                        }
+                    }
                 }
             }
             Output::Complete { device, token, .. } => {
@@ -1215,6 +1238,13 @@ impl Oracle {
                         "{:?} removed with {} cycles unanswered",
                         device,
                         b.cycles_owed
+                    );
+                }
+                if b.resources_held {
+                    fail!(
+                        Resources,
+                        "{:?} removed with its resources never released",
+                        device
                     );
                 }
                 b.present = false;
