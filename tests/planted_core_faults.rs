@@ -117,7 +117,7 @@ fn explorer_finds(fault: Fault, expected: Check) {
         .clone()
         .unwrap_or_else(|| panic!("explorer missed planted fault {fault:?}: {report}"));
     println!(
-        "{fault:?}: explorer (model off) -> {:?} after {} inputs ({} states, {} edges, {:.1} s): {}",
+        "{fault:?}: caught by the explorer (model off) as {:?} after {} inputs ({} states, {} edges, {:.1} s): {}",
         v.check,
         path.len(),
         report.states,
@@ -142,7 +142,7 @@ fn fuzz_finds(fault: Fault, expected: &[Check], cases: usize) {
     let (case, finding) =
         found.unwrap_or_else(|| panic!("fuzz body missed planted fault {fault:?} in {cases}"));
     println!(
-        "{fault:?}: fuzz body (model off) case {case} -> {:?}: {}",
+        "{fault:?}: caught by the fuzz body (model off) in case {case} as {:?}: {}",
         finding.violation.check, finding.violation.detail
     );
     assert!(
@@ -162,7 +162,7 @@ fn control_no_fault_no_violation() {
             ..SEARCH
         },
     );
-    println!("None: explorer (model off) -> no violation: {report}");
+    println!("control: no fault planted, the explorer (model off) finds nothing: {report}");
     assert!(report.violation.is_none(), "{}", report);
     plant(Fault::None);
     let mut rng = SplitMix(0xc0);
@@ -172,7 +172,7 @@ fn control_no_fault_no_violation() {
             panic!("no fault planted, yet: {f}");
         }
     }
-    println!("None: fuzz body (model off) -> no violation in 300 cases");
+    println!("control: no fault planted, the fuzz body (model off) finds nothing in 300 cases");
 }
 
 #[test]
@@ -212,7 +212,7 @@ fn revocation_without_fence_is_seen_and_removal_hangs() {
     plant(Fault::None);
     let v = outcome.expect_err("removal finished without the fence");
     println!(
-        "NoFenceForStuckCallback: hostile liveness drive -> {:?}: {}",
+        "NoFenceForStuckCallback: caught by the hostile liveness drive (fence check off) as {:?}: {}",
         v.check, v.detail
     );
     assert_eq!(v.check, Check::I9, "{v}");
