@@ -153,7 +153,7 @@ fn write_seed_corpus() {
         }
         scored.push((seen.len(), data));
     }
-    scored.sort_by(|a, b| b.0.cmp(&a.0));
+    scored.sort_by_key(|s| std::cmp::Reverse(s.0));
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/core_inputs");
     if std::env::var_os("PNP_WRITE_CORPUS").is_some() {
         for e in std::fs::read_dir(&dir).unwrap().flatten() {
@@ -179,7 +179,7 @@ fn random_cases_reach_the_new_edges() {
     use pnp_lifecycle_testkit::gen::{small_config, Generator};
     use pnp_lifecycle_testkit::{Fuzz, World};
     use std::collections::BTreeMap;
-    let mut rng = SplitMix(0x0ed9_e5);
+    let mut rng = SplitMix(0x000e_d9e5);
     let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
     for _ in 0..1500 {
         let data = rng.case(256, 3000);

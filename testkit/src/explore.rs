@@ -405,14 +405,21 @@ pub fn explore<S: Sut + Send + Sync>(start: World<S>, bounds: Bounds) -> Report 
     explore_from(start, &[], bounds)
 }
 
+/// An input with the owner's `now` for it: one edge of the state graph.
+pub type Edge = (Tick, Input);
+
+/// A new state: the world (`None` for a leaf at the depth bound: checked, counted, not
+/// kept), the device of the input that reached it, its parent's id and that input.
+type Reached<S> = (Option<World<S>>, Option<u8>, u32, Edge);
+
 /// What one thread found while expanding its share of a layer.
 struct Expansion<S: Sut> {
-    /// New states (`None` for a leaf at the depth bound: checked, counted, not kept).
-    next: Vec<(Option<World<S>>, Option<u8>, u32, (Tick, Input))>,
+    /// New states.
+    next: Vec<Reached<S>>,
     edges: usize,
     pruned: usize,
     liveness_runs: usize,
-    violation: Option<(Violation, u32, Option<(Tick, Input)>)>,
+    violation: Option<(Violation, u32, Option<Edge>)>,
 }
 
 fn expand<S: Sut>(
