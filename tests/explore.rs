@@ -17,7 +17,9 @@ use pnp_lifecycle::{
     ClientHandle, ClientKind, Config, DeviceId, Input, PhysPort, PortSet, RequestToken,
     StartResult, Tick, TrustedTimeoutPolicy,
 };
-use pnp_lifecycle_testkit::explore::{explore, explore_from, Bounds, Report, EXPLORER_PORTS};
+use pnp_lifecycle_testkit::explore::{
+    explore, explore_from, Bounds, Report, EXPLORER_PORTS, LANDMARKS,
+};
 use pnp_lifecycle_testkit::{Pair, Small, World};
 
 fn config(policy: TrustedTimeoutPolicy) -> Config {
@@ -143,6 +145,11 @@ fn explore_two_devices_three_clients() {
     let world = World::<Pair>::new(config(TrustedTimeoutPolicy::Revoke), true);
     let report = explore_from(world, &two_device_prefix(), bounds);
     check(&format!("2 devices, 3 clients, {bounds:?}"), &report);
+    // The bound reaches full cycles, fences, revocations, deferred fatal errors folded
+    // into a stop, removals and unload.
+    for (name, n) in LANDMARKS.iter().zip(report.reached) {
+        assert!(n > 0, "the bound never reaches: {name}: {report}");
+    }
 }
 
 fn one_device(policy: TrustedTimeoutPolicy) {

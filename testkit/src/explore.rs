@@ -102,6 +102,43 @@ pub struct Report {
     pub violation: Option<(Violation, Vec<(Tick, Input)>)>,
     /// Wall-clock seconds the exploration took.
     pub seconds: f64,
+    /// Edges whose outputs reached each landmark (see [`LANDMARKS`]).
+    pub reached: [usize; LANDMARKS.len()],
+}
+
+/// Outputs the explorer counts edges for, to show what its bound reaches.
+pub const LANDMARKS: [&str; 6] = [
+    "cycle completed",
+    "fence",
+    "revoked",
+    "deferred fatal answered",
+    "device removed",
+    "unload finished",
+];
+
+fn landmarks(outputs: &[pnp_lifecycle::Output], reached: &mut [usize; LANDMARKS.len()]) {
+    use pnp_lifecycle::{CycleOutcome, Event, Output};
+    for o in outputs {
+        let i = match o {
+            Output::ResetCycleFinished {
+                outcome: CycleOutcome::Completed(_),
+                ..
+            } => 0,
+            Output::Fence { .. } => 1,
+            Output::Notify {
+                event: Event::Revoked,
+                ..
+            } => 2,
+            Output::ResetCycleFinished {
+                outcome: CycleOutcome::FoldedIntoStop,
+                ..
+            } => 3,
+            Output::DeviceRemoved { .. } => 4,
+            Output::UnloadMayFinish => 5,
+            _ => continue,
+        };
+        reached[i] += 1;
+    }
 }
 
 impl std::fmt::Display for Report {
@@ -117,6 +154,10 @@ impl std::fmt::Display for Report {
             self.liveness_runs,
             if self.truncated { ", TRUNCATED" } else { "" }
         )?;
+        write!(f, "; edges reaching")?;
+        for (name, n) in LANDMARKS.iter().zip(self.reached) {
+            write!(f, " {name}: {n},")?;
+        }
         if let Some((v, path)) = &self.violation {
             write!(f, "\nviolation {} after {} inputs:", v, path.len())?;
             for (now, i) in path {
@@ -419,6 +460,7 @@ struct Expansion<S: Sut> {
     edges: usize,
     pruned: usize,
     liveness_runs: usize,
+    reached: [usize; LANDMARKS.len()],
     violation: Option<(Violation, u32, Option<Edge>)>,
 }
 
@@ -433,6 +475,7 @@ fn expand<S: Sut>(
         edges: 0,
         pruned: 0,
         liveness_runs: 0,
+        reached: [0; LANDMARKS.len()],
         violation: None,
     };
     for (world, last_dev, id) in layer {
@@ -465,9 +508,12 @@ fn expand<S: Sut>(
             }
             let mut next = world.clone();
             x.edges += 1;
-            if let Err(v) = next.step(now, input) {
-                x.violation = Some((v, *id, Some((now, input))));
-                return x;
+            match next.step(now, input) {
+                Ok(step) => landmarks(&step.outputs, &mut x.reached),
+                Err(v) => {
+                    x.violation = Some((v, *id, Some((now, input))));
+                    return x;
+                }
             }
             let fp = fingerprint(&(&next, dev));
             let fresh = seen.lock().map(|mut s| s.insert(fp)).unwrap_or(false);
@@ -526,6 +572,7 @@ pub fn explore_from<S: Sut + Send + Sync>(
         truncated: false,
         violation: None,
         seconds: 0.0,
+        reached: [0; LANDMARKS.len()],
     };
     for (i, (now, input)) in prefix.iter().enumerate() {
         if let Err(v) = start.step(*now, *input) {
@@ -569,6 +616,9 @@ pub fn explore_from<S: Sut + Send + Sync>(
                 report.depth = report.depth.max(depth + 1);
             }
             report.edges += x.edges;
+            for (r, n) in report.reached.iter_mut().zip(x.reached) {
+                *r += n;
+            }
             report.pruned += x.pruned;
             report.liveness_runs += x.liveness_runs;
             if report.violation.is_none() {
