@@ -970,6 +970,9 @@ impl Oracle {
                     );
                 }
                 c.callback = Some(now);
+                // I4: after DeviceFatal nothing of a reset cycle or a start follows. Link
+                // changes still do (the core forwards them in Failed, DESIGN "Links"); I4's
+                // "only Removed/Revoked may follow" is read as about the cycle's answers.
                 if c.fatal_told
                     && matches!(
                         event,
