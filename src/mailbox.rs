@@ -9,7 +9,7 @@
 //!   replaces an older one.
 //! * Device news (`DeviceStarted`, `DeviceStopped`, `DeviceFatal`) replaces older device
 //!   news: the client learns where the device is now.
-//! * `RESET` and `RESET_END` queue in order. A client cannot answer a `RESET` it has not
+//! * `RESET` and `RESET_END` (or `Recovered`) queue in order. A client cannot answer a `RESET` it has not
 //!   been called with ([`crate::Error::ResetNotDelivered`]), so a second cycle cannot end
 //!   while its `RESET` waits here: at most `RESET_END`, `RESET` and one device news wait,
 //!   three entries ([`EVENTS`]), plus the link bits.
@@ -80,7 +80,7 @@ impl Mailbox {
                 self.events.retain(|e| !is_device_news(e));
                 self.push(event);
             }
-            Event::Reset | Event::ResetEnd { .. } => self.push(event),
+            Event::Reset | Event::ResetEnd { .. } | Event::Recovered { .. } => self.push(event),
         }
     }
 
