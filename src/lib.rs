@@ -82,12 +82,14 @@ mod mailbox;
 #[cfg(pnp_faults)]
 pub mod planted;
 mod queue;
+mod recorder;
 mod registry;
 mod table;
 mod types;
 
 pub use device::{AfterReset, HwOp, Phase, Port, Prior, Resources, Teardown};
 pub use machine::{outputs_per_device_input, queue_capacity, ClientView, DriverPhase, Lifecycle};
+pub use recorder::{Record, Recorder};
 pub use registry::{ClientState, Role};
 pub use table::{disposition, Disposition, InputKind, PhaseKind, Row, DEVICE_INPUTS, TABLE};
 pub use types::*;
