@@ -76,6 +76,7 @@ mod fmt;
 mod macros;
 
 mod device;
+mod diagram;
 mod display;
 mod machine;
 mod mailbox;
@@ -88,6 +89,7 @@ mod table;
 mod types;
 
 pub use device::{AfterReset, HwOp, Phase, Port, Prior, Resources, Teardown};
+pub use diagram::{is_listed, write_mermaid, Transition, TRANSITIONS};
 pub use machine::{outputs_per_device_input, queue_capacity, ClientView, DriverPhase, Lifecycle};
 pub use recorder::{Record, Recorder};
 pub use registry::{ClientState, Role};

@@ -133,7 +133,10 @@ impl<const N: usize, const O: usize> Recorder<N, O> {
         if self.dropped > 0 || self.records.iter().any(|r| r.truncated > 0) {
             return Err(fmt::Error);
         }
-        writeln!(w, "// A trace recorded by pnp_lifecycle::Recorder, replayed.")?;
+        writeln!(
+            w,
+            "// A trace recorded by pnp_lifecycle::Recorder, replayed."
+        )?;
         writeln!(w, "use pnp_lifecycle::*;")?;
         writeln!(
             w,
