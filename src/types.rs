@@ -653,7 +653,9 @@ value_type! {
         /// bounded time, then cut its path to the device (unmap its doorbells, complete its
         /// outstanding requests) so a late access hits nothing; then feed
         /// [`Input::FenceDone`]. Removal and unload wait for that, not for the client. The
-        /// client is revoked: no callback is ever addressed to it again.
+        /// client is revoked: no callback is ever addressed to it again. A `CallbackDone`
+        /// or `AccessDone` for it is accepted and ignored until `FenceDone`; after it, the
+        /// owner reports none (one would be refused, changing nothing).
         Fence {
             /// The client.
             client: ClientHandle,
