@@ -1448,6 +1448,10 @@ impl<const C: usize, const P: usize> Device<C, P> {
             return Ok(());
         }
         entry.link = state;
+        // Rule (I4): after `DeviceFatal` only `Removed` or `Revoked` follow.
+        if matches!(self.phase, Phase::Failed { .. }) {
+            return Ok(());
+        }
         for index in 0..C {
             let bound = self
                 .registry

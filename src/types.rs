@@ -858,7 +858,9 @@ value_type! {
         pub trusted_ack_timeout: u64,
         /// What a trusted client that misses a deadline costs.
         pub trusted_policy: TrustedTimeoutPolicy,
-        /// Ticks every client has to detach after `Removed` before it is revoked.
+        /// Ticks every client has to detach once removal begins (when it is told
+        /// `Removed`, or queued `Removed` behind a callback still running) before it is
+        /// revoked, and fenced if something of its is still in flight.
         pub detach_timeout: u64,
         /// Ticks a callback may run before its client is revoked and fenced (for a trusted
         /// client under [`TrustedTimeoutPolicy::FailDevice`], the device also fails).
