@@ -4,7 +4,7 @@
 //! refused input leaves the device exactly as it was.
 
 use crate::queue::OutputQueue;
-use crate::registry::{ClientState, Lookup, Registry, Role, Slot};
+use crate::registry::{ClientState, Lookup, Registry, Role, Slot, OPS_PER_CLIENT};
 use crate::table::{InputKind, PhaseKind};
 use crate::types::*;
 
@@ -99,13 +99,20 @@ value_type! {
         },
         /// Running, no reset cycle.
         Running,
-        /// Clients told `RESET` at `since`; waiting for voters.
+        /// Clients told `RESET` at `since`; waiting for voters, then for hardware
+        /// operations in flight.
         Quiescing {
             /// When the cycle began: voters' deadlines count from here.
             since: Tick,
             /// Voters that have not answered, left or been revoked. Kept so that each
             /// answer costs O(1) and a cycle stays linear in clients.
             voters: u16,
+            /// Some voter answered `ResetExecute` (or there was no voter): the hardware is
+            /// reset. Otherwise every voter could recover and the cycle ends without one.
+            reset_needed: bool,
+            /// Every voter answered and the reset waits for hardware operations in flight
+            /// since then (their deadline counts from here).
+            draining: Option<Tick>,
         },
         /// Hardware reset in flight.
         Executing {
@@ -116,6 +123,15 @@ value_type! {
         StopPending {
             /// A fatal error arrived meanwhile: the stop absorbs it, or a cycle serves it
             /// after cancel stop.
+            fatal: bool,
+        },
+        /// Stop accepted at `since`; waiting for hardware operations in flight.
+        Stopping {
+            /// The stop request, completed once the hardware is released.
+            token: RequestToken,
+            /// When the wait began: the operations' deadline counts from here.
+            since: Tick,
+            /// A fatal error the stop absorbs.
             fatal: bool,
         },
         /// Stopped; resources released.
@@ -165,6 +181,7 @@ impl Phase {
             Phase::Quiescing { .. } => PhaseKind::Quiescing,
             Phase::Executing { .. } => PhaseKind::Executing,
             Phase::StopPending { .. } => PhaseKind::StopPending,
+            Phase::Stopping { .. } => PhaseKind::Stopping,
             Phase::Stopped => PhaseKind::Stopped,
             Phase::RemovePending { .. } => PhaseKind::RemovePending,
             Phase::Failed { .. } => PhaseKind::Failed,
@@ -282,12 +299,16 @@ impl<const C: usize, const P: usize> Device<C, P> {
             Input::Unregister { client } => self.unregister(cx, client).map(Reply::Unregistered),
             Input::CallbackDone { client } => accepted(self.callback_done(cx, client)),
             Input::FenceDone { client } => accepted(self.fence_done(cx, client)),
+            Input::AccessDone { client } => accepted(self.access_done(cx, client)),
+            Input::CanRecover { client } => accepted(self.answer_reset(cx, client, false)),
+            Input::CannotPause { client } => accepted(self.set_cannot_pause(client, true)),
+            Input::CanPause { client } => accepted(self.set_cannot_pause(client, false)),
             Input::AcquireInterface { client } => self.acquire(client).map(Reply::Interface),
             Input::ResetRequest { client } => {
                 self.registry.active(client)?;
                 self.request_reset(cx).map(Reply::Reset)
             }
-            Input::ResetExecute { client } => accepted(self.reset_execute(cx, client)),
+            Input::ResetExecute { client } => accepted(self.answer_reset(cx, client, true)),
             Input::Bind { client, ports } => accepted(self.bind(client, ports)),
             Input::Hold { client } => accepted(self.set_hold(client, true)),
             Input::ReleaseHold { client } => accepted(self.set_hold(client, false)),
@@ -357,8 +378,9 @@ impl<const C: usize, const P: usize> Device<C, P> {
             slot.state = ClientState::Revoked;
         }
         slot.mailbox.clear();
-        let fence =
-            slot.callback.is_some() && !slot.fence_requested && !planted!(NoFenceForStuckCallback);
+        let fence = (slot.callback.is_some() || slot.ops > 0)
+            && !slot.fence_requested
+            && !planted!(NoFenceForStuckCallback);
         if fence {
             slot.fence_requested = true;
             let client = Registry::<C>::handle(cx.device, index, slot);
@@ -508,6 +530,10 @@ impl<const C: usize, const P: usize> Device<C, P> {
     ) -> Result<(), Error> {
         match self.phase {
             Phase::Running => {
+                // Rule: a client that cannot pause vetoes query stop, naming why.
+                if self.registry.any_cannot_pause() {
+                    return Err(Error::Vetoed(VetoReason::ClientCannotPause));
+                }
                 self.phase = Phase::StopPending { fatal: false };
                 cx.complete(token, Status::Success);
                 Ok(())
@@ -540,15 +566,36 @@ impl<const C: usize, const P: usize> Device<C, P> {
         let Phase::StopPending { fatal } = self.phase else {
             return Err(self.refuse(InputKind::Stop));
         };
+        self.notify_active(cx, Event::DeviceStopped);
+        // Rule: the stop waits for hardware operations in flight (I12).
+        self.phase = Phase::Stopping {
+            token,
+            since: cx.now,
+            fatal,
+        };
+        self.finish_stop_if_drained(cx);
+        Ok(())
+    }
+
+    /// Shut the hardware down and release it once no operation is in flight.
+    fn finish_stop_if_drained<const Q: usize>(&mut self, cx: &mut Ctx<'_, Q>) {
+        let Phase::Stopping { token, fatal, .. } = self.phase else {
+            return;
+        };
+        if self.registry.ops_in_flight() && !planted!(StopWhileOperationInFlight) {
+            return;
+        }
         answer_deferred_fatal(cx, fatal, CycleOutcome::FoldedIntoStop);
         self.phase = Phase::Stopped;
-        self.notify_active(cx, Event::DeviceStopped);
         cx.hardware(HardwareCommand::Shutdown);
         if !planted!(StopKeepsResources) {
             cx.hardware(HardwareCommand::ReleaseResources);
         }
         cx.complete(token, Status::Success);
-        Ok(())
+        if cx.unloading {
+            // Unload waited for the stop: now it removes (nothing left to undo).
+            let _ = self.begin_removal(cx, None, Teardown::Nothing, None, false);
+        }
     }
 
     fn query_remove<const Q: usize>(
@@ -667,6 +714,8 @@ impl<const C: usize, const P: usize> Device<C, P> {
             // Only unload gets here (the table refuses a PnP remove while starting); it
             // waits for the start to report (`start_done` sees `unloading`).
             Phase::Starting { .. } => return Ok(()),
+            // Likewise a stop waiting for operations: `finish_stop_if_drained` removes.
+            Phase::Stopping { .. } => return Ok(()),
             Phase::Absent => return Err(self.refuse(InputKind::Remove)),
         };
         self.begin_removal(cx, token, teardown, None, false)
@@ -683,6 +732,12 @@ impl<const C: usize, const P: usize> Device<C, P> {
             Phase::Running => (Resources::Held, None),
             Phase::StopPending { fatal } => {
                 answer_deferred_fatal(cx, fatal, CycleOutcome::AbortedBySurpriseRemoval);
+                (Resources::Held, None)
+            }
+            Phase::Stopping { token, fatal, .. } => {
+                // The hardware is gone: nothing left to shut down; the stop ends here.
+                answer_deferred_fatal(cx, fatal, CycleOutcome::AbortedBySurpriseRemoval);
+                cx.complete(token, Status::DeviceGone);
                 (Resources::Held, None)
             }
             Phase::Quiescing { .. } => {
@@ -849,6 +904,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
             // Rule: a pending start, stop or remove defers it; its end answers it.
             Phase::Starting { ref mut fatal, .. }
             | Phase::StopPending { ref mut fatal }
+            | Phase::Stopping { ref mut fatal, .. }
             | Phase::RemovePending {
                 prior: Prior::Running,
                 ref mut fatal,
@@ -928,6 +984,9 @@ impl<const C: usize, const P: usize> Device<C, P> {
         self.phase = Phase::Quiescing {
             since: cx.now,
             voters: u16::try_from(voters).unwrap_or(u16::MAX),
+            // With no voter nobody can say it recovers: the reset runs.
+            reset_needed: voters == 0,
+            draining: None,
         };
         self.execute_if_quiesced(cx);
     }
@@ -939,25 +998,56 @@ impl<const C: usize, const P: usize> Device<C, P> {
         }
     }
 
+    /// Once every voter answered, left or was revoked: end the cycle without a reset if
+    /// every voter could recover; otherwise, once no hardware operation is in flight (or
+    /// every one is fenced), command the hardware reset.
     fn execute_if_quiesced<const Q: usize>(&mut self, cx: &mut Ctx<'_, Q>) {
-        let quiesced = match self.phase {
-            Phase::Quiescing { voters, .. } => {
-                voters == 0 || (planted!(ResetWithOneVoterLeft) && voters == 1)
-            }
-            _ => false,
+        let Phase::Quiescing {
+            since,
+            voters,
+            reset_needed,
+            draining,
+        } = self.phase
+        else {
+            return;
         };
-        if quiesced {
-            self.phase = Phase::Executing {
-                then: AfterReset::Resume,
-            };
-            cx.hardware(HardwareCommand::Reset);
+        let quiesced = voters == 0 || (planted!(ResetWithOneVoterLeft) && voters == 1);
+        if !quiesced {
+            return;
         }
+        if !reset_needed {
+            // Rule: every voter can recover: the cycle ends without a reset, same epoch.
+            self.set_roles(Role::Idle, false);
+            let epoch = self.epoch;
+            self.phase = Phase::Running;
+            self.notify_active(cx, Event::Recovered { epoch });
+            cx.cycle_finished(CycleOutcome::Recovered(epoch));
+            return;
+        }
+        // Rule: no hardware reset while an operation is in flight (I12).
+        if self.registry.ops_in_flight() && !planted!(ResetBeforeFence) {
+            if draining.is_none() {
+                self.phase = Phase::Quiescing {
+                    since,
+                    voters,
+                    reset_needed,
+                    draining: Some(cx.now),
+                };
+            }
+            return;
+        }
+        self.phase = Phase::Executing {
+            then: AfterReset::Resume,
+        };
+        cx.hardware(HardwareCommand::Reset);
     }
 
-    fn reset_execute<const Q: usize>(
+    /// A voter answers `RESET`: `needs_reset` for `ResetExecute`, not for `CanRecover`.
+    fn answer_reset<const Q: usize>(
         &mut self,
         cx: &mut Ctx<'_, Q>,
         client: ClientHandle,
+        needs_reset: bool,
     ) -> Result<(), Error> {
         let index = self.registry.active(client)?;
         let slot = self.registry.slot_mut(index).ok_or(Error::UnknownClient)?;
@@ -969,6 +1059,9 @@ impl<const C: usize, const P: usize> Device<C, P> {
         }
         if let ClientState::Active { role, .. } = &mut slot.state {
             *role = Role::Acked;
+        }
+        if let Phase::Quiescing { reset_needed, .. } = &mut self.phase {
+            *reset_needed |= needs_reset;
         }
         self.voter_left();
         self.execute_if_quiesced(cx);
@@ -1083,6 +1176,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
                 role,
                 fresh: true,
                 holding: false,
+                cannot_pause: false,
             },
             kind,
             ..Slot::FREE
@@ -1120,8 +1214,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
         if was_voting {
             self.voter_left();
         }
-        self.execute_if_quiesced(cx);
-        self.try_finish_removal(cx);
+        self.progress(cx);
         Ok(Unregistered::Now)
     }
 
@@ -1142,11 +1235,13 @@ impl<const C: usize, const P: usize> Device<C, P> {
         slot.callback = None;
         let deliver_anyway = planted!(NotifyAfterUnregister) && !slot.mailbox.is_empty();
         if slot.state == ClientState::Unregistered && !deliver_anyway {
-            self.free_slot(cx, index);
+            if !slot.in_flight() {
+                self.free_slot(cx, index);
+            }
         } else {
             self.deliver_next(cx, index);
         }
-        self.try_finish_removal(cx);
+        self.progress(cx);
         Ok(())
     }
 
@@ -1162,10 +1257,11 @@ impl<const C: usize, const P: usize> Device<C, P> {
         }
         slot.fence_requested = false;
         slot.callback = None;
+        slot.ops = 0;
         if slot.state == ClientState::Unregistered {
             self.free_slot(cx, index);
         }
-        self.try_finish_removal(cx);
+        self.progress(cx);
         Ok(())
     }
 
@@ -1222,7 +1318,21 @@ impl<const C: usize, const P: usize> Device<C, P> {
         Ok(())
     }
 
-    fn access(&self, client: ClientHandle, epoch: Epoch, what: Access) -> Result<(), Error> {
+    fn set_cannot_pause(&mut self, client: ClientHandle, cannot: bool) -> Result<(), Error> {
+        let index = self.registry.active(client)?;
+        if let Some(ClientState::Active { cannot_pause, .. }) =
+            self.registry.slot_mut(index).map(|s| &mut s.state)
+        {
+            match (*cannot_pause, cannot) {
+                (true, true) => return Err(Error::AlreadyCannotPause),
+                (false, false) => return Err(Error::NotCannotPause),
+                _ => *cannot_pause = cannot,
+            }
+        }
+        Ok(())
+    }
+
+    fn access(&mut self, client: ClientHandle, epoch: Epoch, what: Access) -> Result<(), Error> {
         let index = self.registry.active(client)?;
         let Some(ClientState::Active { role, fresh, .. }) =
             self.registry.slot(index).map(|s| s.state)
@@ -1239,13 +1349,56 @@ impl<const C: usize, const P: usize> Device<C, P> {
             (Phase::Quiescing { .. }, _) => return Err(Error::ResetInProgress),
             _ => return Err(self.refuse(InputKind::Access)),
         }
-        if let Access::QueryCounters(port) = what {
-            self.ports
-                .get(usize::from(port.0))
-                .and_then(|p| p.caps)
-                .ok_or(Error::NoSuchPort)?;
+        match what {
+            Access::QueryCounters(port) => {
+                self.ports
+                    .get(usize::from(port.0))
+                    .and_then(|p| p.caps)
+                    .ok_or(Error::NoSuchPort)?;
+            }
+            // Rule: a hardware operation is bracketed: in flight until `AccessDone`.
+            Access::HardwareOp => {
+                let slot = self.registry.slot_mut(index).ok_or(Error::UnknownClient)?;
+                if slot.ops >= OPS_PER_CLIENT {
+                    return Err(Error::TooManyOperations);
+                }
+                slot.ops += 1;
+            }
         }
         Ok(())
+    }
+
+    fn access_done<const Q: usize>(
+        &mut self,
+        cx: &mut Ctx<'_, Q>,
+        client: ClientHandle,
+    ) -> Result<(), Error> {
+        let index = self.registry.current(client)?;
+        let slot = self.registry.slot_mut(index).ok_or(Error::UnknownClient)?;
+        if slot.fence_requested {
+            // Rule: once a fence is asked for, only the fence ends the wait.
+            return Ok(());
+        }
+        if slot.ops == 0 {
+            return Err(Error::NoOperationInFlight);
+        }
+        slot.ops -= 1;
+        if slot.state == ClientState::Unregistered && !slot.in_flight() {
+            self.free_slot(cx, index);
+        }
+        self.progress(cx);
+        Ok(())
+    }
+
+    /// Something in flight finished or was fenced: a stop, a reset or a removal that
+    /// waited for it may go on.
+    fn progress<const Q: usize>(&mut self, cx: &mut Ctx<'_, Q>) {
+        match self.phase {
+            Phase::Stopping { .. } => self.finish_stop_if_drained(cx),
+            Phase::Quiescing { .. } => self.execute_if_quiesced(cx),
+            Phase::Removing { .. } => self.try_finish_removal(cx),
+            _ => {}
+        }
     }
 
     /// The capabilities of a client's binding.
@@ -1295,6 +1448,10 @@ impl<const C: usize, const P: usize> Device<C, P> {
             return Ok(());
         }
         entry.link = state;
+        // Rule (I4): after `DeviceFatal` only `Removed` or `Revoked` follow.
+        if matches!(self.phase, Phase::Failed { .. }) {
+            return Ok(());
+        }
         for index in 0..C {
             let bound = self
                 .registry
@@ -1322,18 +1479,28 @@ impl<const C: usize, const P: usize> Device<C, P> {
                 consider(since.after(config.callback_timeout));
             }
         }
+        let unfenced_ops = self.registry.slots.iter().any(unfenced_ops);
         match self.phase {
-            Phase::Quiescing { since, .. } => {
+            Phase::Quiescing {
+                since, draining, ..
+            } => {
                 for slot in self.registry.slots.iter().filter(|s| s.is_voting()) {
                     consider(since.after(ack_timeout(config, slot.kind)));
                 }
+                if let (Some(from), true) = (draining, unfenced_ops) {
+                    consider(from.after(config.operation_timeout));
+                }
+            }
+            Phase::Stopping { since, .. } if unfenced_ops => {
+                consider(since.after(config.operation_timeout));
             }
             Phase::Removing { deadline, .. }
-                if self
-                    .registry
-                    .slots
-                    .iter()
-                    .any(|s| s.state == ClientState::Removed) =>
+                if unfenced_ops
+                    || self
+                        .registry
+                        .slots
+                        .iter()
+                        .any(|s| s.state == ClientState::Removed) =>
             {
                 consider(deadline);
             }
@@ -1363,7 +1530,13 @@ impl<const C: usize, const P: usize> Device<C, P> {
             }
         }
         match self.phase {
-            Phase::Quiescing { since, .. } => {
+            Phase::Quiescing {
+                since, draining, ..
+            } => {
+                // Rule: operations that outlast the reset's wait are revoked and fenced.
+                if draining.is_some_and(|from| now >= from.after(cx.config.operation_timeout)) {
+                    self.fence_operations(cx);
+                }
                 // Rule: a voter that does not answer RESET in time is revoked (or escalates).
                 for index in 0..C {
                     let Some(slot) = self.registry.slot(index) else {
@@ -1378,13 +1551,18 @@ impl<const C: usize, const P: usize> Device<C, P> {
                     }
                 }
             }
+            Phase::Stopping { since, .. } if now >= since.after(cx.config.operation_timeout) => {
+                // Rule: operations that outlast the stop's wait are revoked and fenced.
+                self.fence_operations(cx);
+            }
             Phase::Removing { deadline, .. } if now >= deadline => {
-                // Rule: `Removed` was their last event: they are fenced without another.
+                // Rule: `Removed` was their last event: they are fenced without another;
+                // whatever is still in flight is fenced before the teardown.
                 for index in 0..C {
                     if self
                         .registry
                         .slot(index)
-                        .is_some_and(|s| s.state == ClientState::Removed)
+                        .is_some_and(|s| s.state == ClientState::Removed || unfenced_ops(s))
                     {
                         self.revoke(cx, index, false);
                     }
@@ -1395,8 +1573,17 @@ impl<const C: usize, const P: usize> Device<C, P> {
         if escalate && matches!(self.phase, Phase::Running | Phase::Quiescing { .. }) {
             self.fail_on_timeout(cx);
         }
-        self.execute_if_quiesced(cx);
-        self.try_finish_removal(cx);
+        self.progress(cx);
+    }
+
+    /// Revoke and fence every client with a hardware operation in flight that is not
+    /// fenced yet: the stop or reset waited long enough.
+    fn fence_operations<const Q: usize>(&mut self, cx: &mut Ctx<'_, Q>) {
+        for index in 0..C {
+            if self.registry.slot(index).is_some_and(unfenced_ops) {
+                self.revoke(cx, index, true);
+            }
+        }
     }
 
     /// A trusted client missed a deadline under [`TrustedTimeoutPolicy::FailDevice`].
@@ -1410,6 +1597,11 @@ impl<const C: usize, const P: usize> Device<C, P> {
         };
         self.notify_active(cx, Event::DeviceFatal);
     }
+}
+
+/// Whether a slot holds hardware operations no fence has been asked for yet.
+fn unfenced_ops(slot: &Slot) -> bool {
+    slot.ops > 0 && !slot.fence_requested
 }
 
 /// How long a voter of `kind` has to answer `RESET`.

@@ -21,6 +21,9 @@ impl Display for CycleOutcome {
     fn fmt(&self, f: &mut Formatter<'_>) -> Result {
         match self {
             CycleOutcome::Completed(epoch) => write!(f, "completed at epoch {}", epoch.0),
+            CycleOutcome::Recovered(epoch) => {
+                write!(f, "recovered without a reset at epoch {}", epoch.0)
+            }
             CycleOutcome::HardwareFailed => f.write_str("the hardware reset failed"),
             CycleOutcome::ClientTimedOut => f.write_str("a trusted client missed its deadline"),
             CycleOutcome::AbortedByRemove => f.write_str("aborted by remove or unload"),
@@ -35,6 +38,7 @@ impl Display for VetoReason {
         f.write_str(match self {
             VetoReason::ResetInProgress => "a reset cycle is running",
             VetoReason::ClientHoldsDevice => "a client holds the device open",
+            VetoReason::ClientCannotPause => "a client cannot pause its work",
         })
     }
 }
@@ -83,6 +87,14 @@ impl Display for Error {
             Error::RequestPending => f.write_str("a request of this kind is already pending"),
             Error::RemoveInProgress => f.write_str("removal was requested: no new reset request"),
             Error::NoCallbackInFlight => f.write_str("no callback to this client is in flight"),
+            Error::NoOperationInFlight => {
+                f.write_str("no hardware operation of this client is in flight")
+            }
+            Error::TooManyOperations => f.write_str(
+                "the client has the most hardware operations in flight it may have: finish one",
+            ),
+            Error::AlreadyCannotPause => f.write_str("the client already said it cannot pause"),
+            Error::NotCannotPause => f.write_str("the client had not said it cannot pause"),
             Error::NoFenceRequested => f.write_str("no fence of this client was asked for"),
             Error::ResetNotDelivered => {
                 f.write_str("RESET not delivered yet: return the client's previous callback first")

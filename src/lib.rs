@@ -76,18 +76,22 @@ mod fmt;
 mod macros;
 
 mod device;
+mod diagram;
 mod display;
 mod machine;
 mod mailbox;
 #[cfg(pnp_faults)]
 pub mod planted;
 mod queue;
+mod recorder;
 mod registry;
 mod table;
 mod types;
 
 pub use device::{AfterReset, HwOp, Phase, Port, Prior, Resources, Teardown};
+pub use diagram::{is_listed, write_mermaid, Transition, TRANSITIONS};
 pub use machine::{outputs_per_device_input, queue_capacity, ClientView, DriverPhase, Lifecycle};
+pub use recorder::{Record, Recorder};
 pub use registry::{ClientState, Role};
 pub use table::{disposition, Disposition, InputKind, PhaseKind, Row, DEVICE_INPUTS, TABLE};
 pub use types::*;

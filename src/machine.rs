@@ -43,6 +43,8 @@ value_type! {
         pub ports: PortSet,
         /// Whether a callback to it is in flight (at most one is).
         pub callback_in_flight: bool,
+        /// Hardware operations granted and not reported done.
+        pub operations_in_flight: u8,
         /// Events waiting for that callback to return (bounded by construction).
         pub waiting_events: u8,
         /// Whether the owner was asked to fence it and has not reported it done.
@@ -444,6 +446,7 @@ fn view(slot: &crate::registry::Slot) -> ClientView {
         state: slot.state,
         ports: slot.ports,
         callback_in_flight: slot.callback.is_some(),
+        operations_in_flight: slot.ops,
         waiting_events: u8::try_from(slot.mailbox.len()).unwrap_or(u8::MAX),
         fence_requested: slot.fence_requested,
     }

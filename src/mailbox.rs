@@ -8,8 +8,9 @@
 //!   told the port's state as it is when the callback is made, so a newer link state
 //!   replaces an older one.
 //! * Device news (`DeviceStarted`, `DeviceStopped`, `DeviceFatal`) replaces older device
-//!   news: the client learns where the device is now.
-//! * `RESET` and `RESET_END` queue in order. A client cannot answer a `RESET` it has not
+//!   news: the client learns where the device is now. `DeviceFatal` also drops waiting
+//!   link changes: after it only `Removed` or `Revoked` follow.
+//! * `RESET` and `RESET_END` (or `Recovered`) queue in order. A client cannot answer a `RESET` it has not
 //!   been called with ([`crate::Error::ResetNotDelivered`]), so a second cycle cannot end
 //!   while its `RESET` waits here: at most `RESET_END`, `RESET` and one device news wait,
 //!   three entries ([`EVENTS`]), plus the link bits.
@@ -76,11 +77,17 @@ impl Mailbox {
                 self.last = Some(event);
             }
             Event::LinkChanged { port, .. } => self.links = self.links.with(port),
-            Event::DeviceStarted { .. } | Event::DeviceStopped | Event::DeviceFatal => {
+            Event::DeviceStarted { .. } | Event::DeviceStopped => {
                 self.events.retain(|e| !is_device_news(e));
                 self.push(event);
             }
-            Event::Reset | Event::ResetEnd { .. } => self.push(event),
+            // After `DeviceFatal` only a last event follows: waiting link news goes.
+            Event::DeviceFatal => {
+                self.events.retain(|e| !is_device_news(e));
+                self.links = PortSet::EMPTY;
+                self.push(event);
+            }
+            Event::Reset | Event::ResetEnd { .. } | Event::Recovered { .. } => self.push(event),
         }
     }
 

@@ -34,6 +34,11 @@ pub enum Fault {
     NotifyAfterUnregister,
     /// A second callback is handed out while one is in flight (I11's bound).
     SecondCallbackInFlight,
+    /// Stop shuts the hardware down while a client's operation is in flight (I12).
+    StopWhileOperationInFlight,
+    /// The hardware reset is commanded before a revoked client's operation is fenced
+    /// (I12).
+    ResetBeforeFence,
 }
 
 impl Fault {
@@ -50,6 +55,8 @@ impl Fault {
         Fault::StopKeepsResources,
         Fault::NotifyAfterUnregister,
         Fault::SecondCallbackInFlight,
+        Fault::StopWhileOperationInFlight,
+        Fault::ResetBeforeFence,
     ];
 }
 

@@ -3,6 +3,10 @@
 use crate::mailbox::Mailbox;
 use crate::types::{ClientHandle, ClientKind, DeviceId, Error, PortSet, Tick};
 
+/// Hardware operations one client may have in flight; one more is refused with
+/// [`Error::TooManyOperations`] (the client's own error, never a refusal of the OS).
+pub(crate) const OPS_PER_CLIENT: u8 = 16;
+
 value_type! {
     /// A client's part in the reset cycle.
     pub enum Role {
@@ -30,6 +34,8 @@ value_type! {
             fresh: bool,
             /// Whether it holds the device (vetoes query remove).
             holding: bool,
+            /// Whether it cannot pause its work (vetoes query stop).
+            cannot_pause: bool,
         },
         /// Told `Removed`; may only detach.
         Removed,
@@ -54,6 +60,8 @@ pub(crate) struct Slot {
     pub(crate) ports: PortSet,
     /// When the one callback in flight to this client was handed to the owner.
     pub(crate) callback: Option<Tick>,
+    /// Hardware operations granted and not reported done (at most [`OPS_PER_CLIENT`]).
+    pub(crate) ops: u8,
     /// The owner was asked to fence the client ([`crate::Output::Fence`]); only
     /// [`crate::Input::FenceDone`] ends the wait for what it has in flight.
     pub(crate) fence_requested: bool,
@@ -68,14 +76,15 @@ impl Slot {
         kind: ClientKind::Trusted,
         ports: PortSet::EMPTY,
         callback: None,
+        ops: 0,
         fence_requested: false,
         mailbox: Mailbox::new(),
     };
 
     /// Whether something of this client's is still in flight that removal must wait for:
-    /// a callback, or a fence the owner has not reported done.
+    /// a callback, a hardware operation, or a fence the owner has not reported done.
     pub(crate) const fn in_flight(&self) -> bool {
-        self.callback.is_some() || self.fence_requested
+        self.callback.is_some() || self.ops > 0 || self.fence_requested
     }
 
     /// Whether a client occupies the slot (any state but free).
@@ -188,6 +197,24 @@ impl<const C: usize> Registry<C> {
         self.slots
             .iter()
             .any(|s| matches!(s.state, ClientState::Active { holding: true, .. }))
+    }
+
+    pub(crate) fn any_cannot_pause(&self) -> bool {
+        self.slots.iter().any(|s| {
+            matches!(
+                s.state,
+                ClientState::Active {
+                    cannot_pause: true,
+                    ..
+                }
+            )
+        })
+    }
+
+    /// Whether any hardware operation is in flight (a fenced one counts until the fence
+    /// is reported done: the hardware is touched only after that).
+    pub(crate) fn ops_in_flight(&self) -> bool {
+        self.slots.iter().any(|s| s.ops > 0)
     }
 
     /// Whether every client has detached: only free and revoked slots, nothing in flight.

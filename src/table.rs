@@ -39,6 +39,9 @@ kinds! {
         Executing,
         /// Query stop succeeded.
         StopPending,
+        /// Stop accepted: clients told, waiting for hardware operations in flight to
+        /// finish (or be fenced) before the hardware is shut down and released.
+        Stopping,
         /// Stopped for a rebalance; the hardware is released.
         Stopped,
         /// Query remove succeeded.
@@ -105,6 +108,14 @@ kinds! {
         Access,
         /// [`crate::Input::FenceDone`]
         FenceDone,
+        /// [`crate::Input::AccessDone`]
+        AccessDone,
+        /// [`crate::Input::CanRecover`]
+        CanRecover,
+        /// [`crate::Input::CannotPause`]
+        CannotPause,
+        /// [`crate::Input::CanPause`]
+        CanPause,
         /// [`crate::Input::Timeout`] (driver-wide: not in the table)
         Timeout,
         /// [`crate::Input::Unload`] (driver-wide: not in the table)
@@ -150,22 +161,23 @@ use Disposition::{Defer as D, Handle as H, Ignore as I, Refuse as R, Veto as V};
 /// AddDevice, ConfigurePort, Start, StartDone, QueryStop, CancelStop, Stop, QueryRemove,
 /// CancelRemove, Remove, SurpriseRemoval, FatalError, ResetDone, LinkChanged, Register,
 /// Unregister, CallbackDone, AcquireInterface, ResetRequest, ResetExecute, Bind, Hold,
-/// ReleaseHold, Access, FenceDone.
+/// ReleaseHold, Access, FenceDone, AccessDone, CanRecover, CannotPause, CanPause.
 #[rustfmt::skip]
 pub const TABLE: [Row; PhaseKind::COUNT] = [
-    //                                                Add Cfg Sta SDn QSt CSt Stp QRm CRm Rem Spr Fat RDn Lnk Reg Unr CbD Acq RRq REx Bnd Hld Rel Acc Fnc
-    Row { phase: PhaseKind::Absent,          inputs: [H,  R,  R,  R,  R,  R,  R,  R,  R,  R,  R,  R,  R,  R,  R,  H,  R,  R,  R,  R,  R,  R,  R,  R,  R] },
-    Row { phase: PhaseKind::Added,           inputs: [R,  H,  H,  R,  R,  I,  R,  H,  I,  H,  H,  H,  R,  H,  H,  H,  H,  R,  R,  R,  H,  H,  H,  R,  H] },
-    Row { phase: PhaseKind::Starting,        inputs: [R,  R,  R,  H,  R,  I,  R,  R,  I,  R,  H,  H,  R,  H,  H,  H,  H,  R,  R,  R,  H,  H,  H,  R,  H] },
-    Row { phase: PhaseKind::Running,         inputs: [R,  R,  R,  R,  H,  I,  R,  H,  I,  H,  H,  H,  R,  H,  H,  H,  H,  H,  H,  R,  H,  H,  H,  H,  H] },
-    Row { phase: PhaseKind::Quiescing,       inputs: [R,  R,  R,  R,  V,  I,  R,  V,  I,  H,  H,  H,  R,  H,  H,  H,  H,  R,  H,  H,  H,  H,  H,  H,  H] },
-    Row { phase: PhaseKind::Executing,       inputs: [R,  R,  R,  R,  V,  I,  R,  V,  I,  D,  H,  H,  H,  H,  H,  H,  H,  R,  H,  R,  H,  H,  H,  R,  H] },
-    Row { phase: PhaseKind::StopPending,     inputs: [R,  R,  R,  R,  R,  H,  H,  R,  I,  H,  H,  H,  R,  H,  H,  H,  H,  R,  R,  R,  H,  H,  H,  R,  H] },
-    Row { phase: PhaseKind::Stopped,         inputs: [R,  R,  H,  R,  R,  I,  R,  H,  I,  H,  H,  H,  R,  H,  H,  H,  H,  R,  R,  R,  H,  H,  H,  R,  H] },
-    Row { phase: PhaseKind::RemovePending,   inputs: [R,  R,  R,  R,  R,  I,  R,  R,  H,  H,  H,  H,  R,  H,  R,  H,  H,  R,  R,  R,  H,  R,  R,  R,  H] },
-    Row { phase: PhaseKind::Failed,          inputs: [R,  R,  R,  R,  R,  I,  R,  H,  I,  H,  H,  H,  R,  H,  R,  H,  H,  R,  R,  R,  H,  R,  H,  R,  H] },
-    Row { phase: PhaseKind::SurpriseRemoved, inputs: [R,  R,  R,  H,  R,  I,  R,  R,  I,  H,  I,  H,  H,  H,  R,  H,  H,  R,  R,  R,  R,  R,  R,  R,  H] },
-    Row { phase: PhaseKind::Removing,        inputs: [R,  R,  R,  H,  R,  I,  R,  R,  I,  H,  H,  H,  H,  H,  R,  H,  H,  R,  R,  R,  R,  R,  R,  R,  H] },
+    //                                                Add Cfg Sta SDn QSt CSt Stp QRm CRm Rem Spr Fat RDn Lnk Reg Unr CbD Acq RRq REx Bnd Hld Rel Acc Fnc AcD CnR CnP CaP
+    Row { phase: PhaseKind::Absent,          inputs: [H,  R,  R,  R,  R,  R,  R,  R,  R,  R,  R,  R,  R,  R,  R,  H,  R,  R,  R,  R,  R,  R,  R,  R,  R,  R,  R,  R,  R] },
+    Row { phase: PhaseKind::Added,           inputs: [R,  H,  H,  R,  R,  I,  R,  H,  I,  H,  H,  H,  R,  H,  H,  H,  H,  R,  R,  R,  H,  H,  H,  R,  H,  H,  R,  H,  H] },
+    Row { phase: PhaseKind::Starting,        inputs: [R,  R,  R,  H,  R,  I,  R,  R,  I,  R,  H,  H,  R,  H,  H,  H,  H,  R,  R,  R,  H,  H,  H,  R,  H,  H,  R,  H,  H] },
+    Row { phase: PhaseKind::Running,         inputs: [R,  R,  R,  R,  H,  I,  R,  H,  I,  H,  H,  H,  R,  H,  H,  H,  H,  H,  H,  R,  H,  H,  H,  H,  H,  H,  R,  H,  H] },
+    Row { phase: PhaseKind::Quiescing,       inputs: [R,  R,  R,  R,  V,  I,  R,  V,  I,  H,  H,  H,  R,  H,  H,  H,  H,  R,  H,  H,  H,  H,  H,  H,  H,  H,  H,  H,  H] },
+    Row { phase: PhaseKind::Executing,       inputs: [R,  R,  R,  R,  V,  I,  R,  V,  I,  D,  H,  H,  H,  H,  H,  H,  H,  R,  H,  R,  H,  H,  H,  R,  H,  H,  R,  H,  H] },
+    Row { phase: PhaseKind::StopPending,     inputs: [R,  R,  R,  R,  R,  H,  H,  R,  I,  H,  H,  H,  R,  H,  H,  H,  H,  R,  R,  R,  H,  H,  H,  R,  H,  H,  R,  H,  H] },
+    Row { phase: PhaseKind::Stopping,        inputs: [R,  R,  R,  R,  R,  I,  R,  R,  I,  R,  H,  H,  R,  H,  H,  H,  H,  R,  R,  R,  H,  H,  H,  R,  H,  H,  R,  H,  H] },
+    Row { phase: PhaseKind::Stopped,         inputs: [R,  R,  H,  R,  R,  I,  R,  H,  I,  H,  H,  H,  R,  H,  H,  H,  H,  R,  R,  R,  H,  H,  H,  R,  H,  H,  R,  H,  H] },
+    Row { phase: PhaseKind::RemovePending,   inputs: [R,  R,  R,  R,  R,  I,  R,  R,  H,  H,  H,  H,  R,  H,  R,  H,  H,  R,  R,  R,  H,  R,  R,  R,  H,  H,  R,  R,  R] },
+    Row { phase: PhaseKind::Failed,          inputs: [R,  R,  R,  R,  R,  I,  R,  H,  I,  H,  H,  H,  R,  H,  R,  H,  H,  R,  R,  R,  H,  R,  H,  R,  H,  H,  R,  R,  H] },
+    Row { phase: PhaseKind::SurpriseRemoved, inputs: [R,  R,  R,  H,  R,  I,  R,  R,  I,  H,  I,  H,  H,  H,  R,  H,  H,  R,  R,  R,  R,  R,  R,  R,  H,  H,  R,  R,  R] },
+    Row { phase: PhaseKind::Removing,        inputs: [R,  R,  R,  H,  R,  I,  R,  R,  I,  H,  H,  H,  H,  H,  R,  H,  H,  R,  R,  R,  R,  R,  R,  R,  H,  H,  R,  R,  R] },
 ];
 
 // Evaluated at compile time: a bad row fails the build, never a running driver.

@@ -205,7 +205,10 @@ value_type! {
     pub enum Access {
         /// Read a port's counters: allowed whatever the link state.
         QueryCounters(PhysPort),
-        /// Touch the hardware (post work, ring a doorbell, create a queue).
+        /// Touch the hardware (post work, ring a doorbell, create a queue). A granted
+        /// operation is *in flight* until [`Input::AccessDone`]: no stop, hardware reset or
+        /// removal teardown is commanded while one is (they wait, with
+        /// [`Config::operation_timeout`], then fence the client).
         HardwareOp,
     }
 }
@@ -399,6 +402,29 @@ value_type! {
             /// What for.
             what: Access,
         },
+        /// A granted [`Access::HardwareOp`] has finished (reported by the client or by the
+        /// owner on its behalf).
+        AccessDone {
+            /// The client.
+            client: ClientHandle,
+        },
+        /// The client has quiesced and answers `RESET` saying it can recover without a
+        /// hardware reset (Linux's `PCI_ERS_RESULT_CAN_RECOVER`). If every voter says so,
+        /// the cycle ends without a reset: same epoch, clients told [`Event::Recovered`].
+        CanRecover {
+            /// The client.
+            client: ClientHandle,
+        },
+        /// The client cannot pause its work: query stop is vetoed until [`Input::CanPause`].
+        CannotPause {
+            /// The client.
+            client: ClientHandle,
+        },
+        /// The client can pause its work again.
+        CanPause {
+            /// The client.
+            client: ClientHandle,
+        },
         /// The owner's timer fired: the `now` passed with it reached
         /// [`crate::Lifecycle::poll_timeout`]. Early or spurious timeouts do nothing.
         Timeout,
@@ -436,6 +462,10 @@ impl Input {
             Input::ReleaseHold { .. } => InputKind::ReleaseHold,
             Input::Access { .. } => InputKind::Access,
             Input::FenceDone { .. } => InputKind::FenceDone,
+            Input::AccessDone { .. } => InputKind::AccessDone,
+            Input::CanRecover { .. } => InputKind::CanRecover,
+            Input::CannotPause { .. } => InputKind::CannotPause,
+            Input::CanPause { .. } => InputKind::CanPause,
             Input::Timeout => InputKind::Timeout,
             Input::Unload => InputKind::Unload,
         }
@@ -476,6 +506,10 @@ impl Input {
             Input::Unregister { client }
             | Input::CallbackDone { client }
             | Input::FenceDone { client }
+            | Input::AccessDone { client }
+            | Input::CanRecover { client }
+            | Input::CannotPause { client }
+            | Input::CanPause { client }
             | Input::AcquireInterface { client }
             | Input::ResetRequest { client }
             | Input::ResetExecute { client }
@@ -504,6 +538,12 @@ value_type! {
         /// `RESET_END`: the reset is done; acquire a fresh interface at `epoch`.
         ResetEnd {
             /// The new epoch.
+            epoch: Epoch,
+        },
+        /// The cycle ended without a hardware reset (every voter could recover): the
+        /// interface of `epoch` (unchanged) is still good; resume.
+        Recovered {
+            /// The epoch, the same as before the cycle.
             epoch: Epoch,
         },
         /// A port the client bound changed link state.
@@ -557,6 +597,9 @@ value_type! {
     pub enum CycleOutcome {
         /// The hardware reset succeeded; clients were told `RESET_END` with this epoch.
         Completed(Epoch),
+        /// Every voter could recover: no hardware reset, the epoch is unchanged, clients
+        /// were told [`Event::Recovered`].
+        Recovered(Epoch),
         /// The hardware reset failed; the device went to failed.
         HardwareFailed,
         /// A voter missed its deadline under [`TrustedTimeoutPolicy::FailDevice`].
@@ -610,7 +653,9 @@ value_type! {
         /// bounded time, then cut its path to the device (unmap its doorbells, complete its
         /// outstanding requests) so a late access hits nothing; then feed
         /// [`Input::FenceDone`]. Removal and unload wait for that, not for the client. The
-        /// client is revoked: no callback is ever addressed to it again.
+        /// client is revoked: no callback is ever addressed to it again. A `CallbackDone`
+        /// or `AccessDone` for it is accepted and ignored until `FenceDone`; after it, the
+        /// owner reports none (one would be refused, changing nothing).
         Fence {
             /// The client.
             client: ClientHandle,
@@ -682,6 +727,8 @@ value_type! {
         ResetInProgress,
         /// A client holds the device.
         ClientHoldsDevice,
+        /// A client cannot pause its work ([`Input::CannotPause`]).
+        ClientCannotPause,
     }
 }
 
@@ -747,6 +794,14 @@ value_type! {
         RemoveInProgress,
         /// No callback to this client is in flight.
         NoCallbackInFlight,
+        /// No hardware operation of this client is in flight.
+        NoOperationInFlight,
+        /// The client has the most hardware operations in flight it may have: finish one.
+        TooManyOperations,
+        /// The client already declared it cannot pause.
+        AlreadyCannotPause,
+        /// The client had not declared it cannot pause.
+        NotCannotPause,
         /// The owner was not asked to fence this client (or reported it already).
         NoFenceRequested,
         /// The client answered a `RESET` it has not been called with yet: its previous
@@ -803,23 +858,30 @@ value_type! {
         pub trusted_ack_timeout: u64,
         /// What a trusted client that misses a deadline costs.
         pub trusted_policy: TrustedTimeoutPolicy,
-        /// Ticks every client has to detach after `Removed` before it is revoked.
+        /// Ticks every client has to detach once removal begins (when it is told
+        /// `Removed`, or queued `Removed` behind a callback still running) before it is
+        /// revoked, and fenced if something of its is still in flight.
         pub detach_timeout: u64,
         /// Ticks a callback may run before its client is revoked and fenced (for a trusted
         /// client under [`TrustedTimeoutPolicy::FailDevice`], the device also fails).
         pub callback_timeout: u64,
+        /// Ticks a stop, a hardware reset or a removal teardown waits for hardware
+        /// operations in flight before it revokes and fences the clients that hold them.
+        pub operation_timeout: u64,
     }
 }
 
 impl Config {
     /// Moderate defaults, in milliseconds if the owner ticks in milliseconds: 1 s for
-    /// user space, 10 s for kernel clients (then revoke), 5 s to detach, 5 s a callback.
+    /// user space, 10 s for kernel clients (then revoke), 5 s to detach, 5 s a callback,
+    /// 2 s for hardware operations to drain.
     pub const DEFAULT: Config = Config {
         untrusted_ack_timeout: 1_000,
         trusted_ack_timeout: 10_000,
         trusted_policy: TrustedTimeoutPolicy::Revoke,
         detach_timeout: 5_000,
         callback_timeout: 5_000,
+        operation_timeout: 2_000,
     };
 }
 
