@@ -32,7 +32,9 @@ macro_rules! edges {
     };
 }
 
-/// Every state change the machine can make.
+/// Every state change the machine can make. Drawn by [`write_mermaid`]:
+///
+#[doc = concat!("```text\n", include_str!("diagram.mmd"), "```")]
 pub const TRANSITIONS: &[Transition] = edges! {
     Absent: AddDevice => Added;
     Added: Start => Starting,
