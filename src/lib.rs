@@ -30,6 +30,87 @@
 //! assert_eq!(m.phase(dev), Some(PhaseKind::Running));
 //! ```
 //!
+//! ## The owner loop
+//!
+//! The owner feeds every input with its clock, drains every output after it, carries each
+//! out (outside any lock it holds), and wakes at [`Lifecycle::poll_timeout`]. This loop
+//! matches every [`Output`]; a real owner replaces the comments with its OS calls.
+//!
+//! ```
+//! use pnp_lifecycle::*;
+//!
+//! type Hca = Lifecycle<1, 4, 1, { queue_capacity(1, 4) }>;
+//!
+//! /// Feed `input` at `now`, then carry out every output, including what carrying them
+//! /// out feeds back (callback returns, hardware completions, fences).
+//! fn feed(m: &mut Hca, now: Tick, input: Input) -> Result<Reply, Error> {
+//!     let reply = m.handle(now, input)?;
+//!     let mut work = heapless::Deque::<Input, 64>::new();
+//!     loop {
+//!         while let Some(output) = m.poll_output() {
+//!             let follow_up = match output {
+//!                 // Call the client's callback outside any lock; report its return.
+//!                 Output::Notify { client, event } => {
+//!                     let _ = event; // e.g. RESET: the client quiesces, answers later
+//!                     Some(Input::CallbackDone { client })
+//!                 }
+//!                 // Cut a revoked client's path to the device, then report it.
+//!                 Output::Fence { client } => Some(Input::FenceDone { client }),
+//!                 // Command the hardware; report what it did.
+//!                 Output::Hardware { device, command } => match command {
+//!                     HardwareCommand::Start => {
+//!                         Some(Input::StartDone { device, result: StartResult::Started })
+//!                     }
+//!                     HardwareCommand::Reset => {
+//!                         Some(Input::ResetDone { device, result: ResetResult::Succeeded })
+//!                     }
+//!                     HardwareCommand::Shutdown | HardwareCommand::ReleaseResources => None,
+//!                 },
+//!                 // Complete the IRP / return from probe with `status`.
+//!                 Output::Complete { .. } => None,
+//!                 // Answer every reset request (and deferred fatal error) of this cycle.
+//!                 Output::ResetCycleFinished { .. } => None,
+//!                 // A blocking unregister may return; a device slot is free.
+//!                 Output::ClientGone { .. } | Output::DeviceRemoved { .. } => None,
+//!                 // DriverUnload may return.
+//!                 Output::UnloadMayFinish => None,
+//!             };
+//!             if let Some(input) = follow_up {
+//!                 work.push_back(input).map_err(|_| Error::OutputBacklog { needed: 1 })?;
+//!             }
+//!         }
+//!         let Some(next) = work.pop_front() else { return Ok(reply) };
+//!         m.handle(now, next)?;
+//!     }
+//! }
+//!
+//! # fn main() -> Result<(), Error> {
+//! let mut m = Hca::new(Config::DEFAULT);
+//! let hca = DeviceId(0);
+//! feed(&mut m, Tick(0), Input::AddDevice { device: hca })?;
+//! feed(&mut m, Tick(0), Input::Start { device: hca, token: RequestToken(1) })?;
+//! let (verbs, _) = m.register(Tick(10), hca, ClientKind::Trusted)?;
+//! let (uverbs, _) = m.register(Tick(10), hca, ClientKind::Untrusted)?;
+//!
+//! // 60 s later a reset is requested: deadlines count from now, not from an older tick.
+//! feed(&mut m, Tick(60_000), Input::ResetRequest { client: verbs })?;
+//! assert_eq!(m.poll_timeout(), Some(Tick(61_000))); // the untrusted voter's deadline
+//! feed(&mut m, Tick(60_100), Input::ResetExecute { client: verbs })?;
+//!
+//! // The user-space context never answers: the owner's timer fires at the deadline.
+//! let due = m.poll_timeout().expect("a deadline");
+//! feed(&mut m, due, Input::Timeout)?; // revoked; the reset runs; RESET_END; epoch 1
+//! assert_eq!(m.epoch(hca), Some(Epoch(1)));
+//! assert_eq!(m.client(uverbs).map(|c| c.state), Some(ClientState::Revoked));
+//!
+//! // Driver unload: every device removed, every client detached or revoked.
+//! feed(&mut m, Tick(62_000), Input::Unload)?;
+//! feed(&mut m, Tick(62_001), Input::Unregister { client: verbs })?;
+//! assert_eq!(m.driver_phase(), DriverPhase::Unloaded);
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! ## Rules the machine keeps
 //!
 //! * Every device input meets the per-state [`TABLE`] first: handled, deferred until a

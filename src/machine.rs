@@ -69,6 +69,19 @@ value_type! {
 ///   [`Input::Timeout`] with `now` when the owner's clock reaches it. An owner that does
 ///   only this never sees a deadline shorter than configured.
 ///
+/// ```
+/// use pnp_lifecycle::*;
+/// // One device, 8 client slots, 2 physical ports; the queue fits the worst input.
+/// let mut m: Lifecycle<1, 8, 2, { queue_capacity(1, 8) }> = Lifecycle::new(Config::DEFAULT);
+/// let hca = DeviceId(0);
+/// m.handle(Tick(0), Input::AddDevice { device: hca })?;
+/// let (client, epoch) = m.register(Tick(1), hca, ClientKind::Trusted)?; // before start
+/// assert_eq!(epoch, Epoch(0));
+/// assert_eq!(m.poll_timeout(), None); // nothing waits on a deadline
+/// assert_eq!(m.client(client).map(|c| c.kind), Some(ClientKind::Trusted));
+/// # Ok::<(), Error>(())
+/// ```
+///
 /// Only the owner's own failure to drain refuses an input ([`Error::OutputBacklog`]):
 /// nothing a client does (never returning a callback, never answering, never detaching,
 /// a flood of link changes) makes the machine refuse surprise removal, remove, unload, a
@@ -393,50 +406,147 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Lifecycle<D
     }
 
     // ---- typed entry points: the same inputs, with typed answers ------------------------
+    //
+    // Each feeds its `Input` through `handle`. An input answered with a value has only
+    // Handle, Veto or Refuse cells in the table (checked at compile time in `table.rs`),
+    // so its handler always runs and always gives that value; `unexpected` is the honest
+    // error for a reply that cannot happen.
 
-    /// Register a client ([`Input::Register`]).
+    fn unexpected(&self, input: Input) -> Error {
+        let phase = input
+            .device()
+            .and_then(|d| self.phase(d))
+            .unwrap_or(PhaseKind::Absent);
+        Error::InvalidState {
+            phase,
+            input: input.kind(),
+        }
+    }
+
+    fn value<T>(
+        &mut self,
+        now: Tick,
+        input: Input,
+        pick: impl FnOnce(Reply) -> Option<T>,
+    ) -> Result<T, Error> {
+        let reply = self.handle(now, input)?;
+        pick(reply).ok_or_else(|| self.unexpected(input))
+    }
+
+    /// Register a client ([`Input::Register`]): its handle and the epoch it holds.
     pub fn register(
         &mut self,
         now: Tick,
         device: DeviceId,
         kind: ClientKind,
     ) -> Result<(ClientHandle, Epoch), Error> {
-        match self.handle(now, Input::Register { device, kind })? {
-            Reply::Registered { client, epoch } => Ok((client, epoch)),
-            _ => Err(Error::UnknownClient),
-        }
+        self.value(now, Input::Register { device, kind }, |r| match r {
+            Reply::Registered { client, epoch } => Some((client, epoch)),
+            _ => None,
+        })
     }
 
-    /// Unregister a client ([`Input::Unregister`]).
+    /// Unregister a client ([`Input::Unregister`]); idempotent.
     pub fn unregister(&mut self, now: Tick, client: ClientHandle) -> Result<Unregistered, Error> {
-        match self.handle(now, Input::Unregister { client })? {
-            Reply::Unregistered(u) => Ok(u),
-            _ => Err(Error::UnknownClient),
-        }
+        self.value(now, Input::Unregister { client }, |r| match r {
+            Reply::Unregistered(u) => Some(u),
+            _ => None,
+        })
     }
 
     /// Ask for a reset ([`Input::ResetRequest`]).
     pub fn reset_request(&mut self, now: Tick, client: ClientHandle) -> Result<ResetAnswer, Error> {
-        match self.handle(now, Input::ResetRequest { client })? {
-            Reply::Reset(a) => Ok(a),
-            _ => Err(Error::UnknownClient),
-        }
+        self.value(now, Input::ResetRequest { client }, |r| match r {
+            Reply::Reset(a) => Some(a),
+            _ => None,
+        })
     }
 
     /// Report a catastrophic-error interrupt ([`Input::FatalError`]).
     pub fn fatal_error(&mut self, now: Tick, device: DeviceId) -> Result<FatalAnswer, Error> {
-        match self.handle(now, Input::FatalError { device })? {
-            Reply::Fatal(a) => Ok(a),
-            _ => Err(Error::NoSuchDevice),
-        }
+        self.value(now, Input::FatalError { device }, |r| match r {
+            Reply::Fatal(a) => Some(a),
+            _ => None,
+        })
     }
 
     /// Fetch the current interface ([`Input::AcquireInterface`]).
     pub fn acquire_interface(&mut self, now: Tick, client: ClientHandle) -> Result<Epoch, Error> {
-        match self.handle(now, Input::AcquireInterface { client })? {
-            Reply::Interface(e) => Ok(e),
-            _ => Err(Error::UnknownClient),
-        }
+        self.value(now, Input::AcquireInterface { client }, |r| match r {
+            Reply::Interface(e) => Some(e),
+            _ => None,
+        })
+    }
+
+    /// Use the device through the interface of `epoch` ([`Input::Access`]). A granted
+    /// [`Access::HardwareOp`] is in flight until [`access_done`](Self::access_done).
+    pub fn access(
+        &mut self,
+        now: Tick,
+        client: ClientHandle,
+        epoch: Epoch,
+        what: Access,
+    ) -> Result<(), Error> {
+        self.handle(
+            now,
+            Input::Access {
+                client,
+                epoch,
+                what,
+            },
+        )
+        .map(drop)
+    }
+
+    /// A granted hardware operation finished ([`Input::AccessDone`]).
+    pub fn access_done(&mut self, now: Tick, client: ClientHandle) -> Result<(), Error> {
+        self.handle(now, Input::AccessDone { client }).map(drop)
+    }
+
+    /// A callback returned ([`Input::CallbackDone`]); its outputs may hold the client's
+    /// next callback.
+    pub fn callback_done(&mut self, now: Tick, client: ClientHandle) -> Result<(), Error> {
+        self.handle(now, Input::CallbackDone { client }).map(drop)
+    }
+
+    /// The owner fenced a client ([`Input::FenceDone`]).
+    pub fn fence_done(&mut self, now: Tick, client: ClientHandle) -> Result<(), Error> {
+        self.handle(now, Input::FenceDone { client }).map(drop)
+    }
+
+    /// Answer `RESET`: quiesced, the hardware reset may run ([`Input::ResetExecute`]).
+    pub fn reset_execute(&mut self, now: Tick, client: ClientHandle) -> Result<(), Error> {
+        self.handle(now, Input::ResetExecute { client }).map(drop)
+    }
+
+    /// Answer `RESET`: quiesced, and can recover without a reset ([`Input::CanRecover`]).
+    pub fn can_recover(&mut self, now: Tick, client: ClientHandle) -> Result<(), Error> {
+        self.handle(now, Input::CanRecover { client }).map(drop)
+    }
+
+    /// Bind the client to a set of ports of one protocol ([`Input::Bind`]).
+    pub fn bind(&mut self, now: Tick, client: ClientHandle, ports: PortSet) -> Result<(), Error> {
+        self.handle(now, Input::Bind { client, ports }).map(drop)
+    }
+
+    /// Hold the device open, vetoing query remove ([`Input::Hold`]).
+    pub fn hold(&mut self, now: Tick, client: ClientHandle) -> Result<(), Error> {
+        self.handle(now, Input::Hold { client }).map(drop)
+    }
+
+    /// Let go of the hold ([`Input::ReleaseHold`]).
+    pub fn release_hold(&mut self, now: Tick, client: ClientHandle) -> Result<(), Error> {
+        self.handle(now, Input::ReleaseHold { client }).map(drop)
+    }
+
+    /// Declare that the client cannot pause, vetoing query stop ([`Input::CannotPause`]).
+    pub fn cannot_pause(&mut self, now: Tick, client: ClientHandle) -> Result<(), Error> {
+        self.handle(now, Input::CannotPause { client }).map(drop)
+    }
+
+    /// The client can pause again ([`Input::CanPause`]).
+    pub fn can_pause(&mut self, now: Tick, client: ClientHandle) -> Result<(), Error> {
+        self.handle(now, Input::CanPause { client }).map(drop)
     }
 }
 
@@ -584,7 +694,10 @@ mod boundaries {
         assert_eq!(m.handle(Tick(0), cancel(7)), Ok(Reply::Accepted));
         assert_eq!(m.outputs.free(), 0);
         let before = m.clone();
-        assert_eq!(m.handle(Tick(0), cancel(8)), Err(Error::OutputBacklog { needed: 1 }));
+        assert_eq!(
+            m.handle(Tick(0), cancel(8)),
+            Err(Error::OutputBacklog { needed: 1 })
+        );
         assert!(m == before, "a refused ignored input changed the machine");
         assert_eq!(m.lost_outputs(), 0);
         let last = m.pending_outputs().last().copied();

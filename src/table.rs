@@ -195,6 +195,33 @@ const _: () = {
     assert!(InputKind::Unload as usize == DEVICE_INPUTS + 1);
 };
 
+// Inputs answered with a value (a handle, an epoch, an answer) are never ignored or
+// deferred, so their handler always gives that value (see `Lifecycle::register` & co).
+#[allow(clippy::indexing_slicing)]
+const _: () = {
+    let valued = [
+        InputKind::Register,
+        InputKind::Unregister,
+        InputKind::AcquireInterface,
+        InputKind::ResetRequest,
+        InputKind::FatalError,
+        InputKind::Access,
+    ];
+    let mut i = 0;
+    while i < TABLE.len() {
+        let mut k = 0;
+        while k < valued.len() {
+            let cell = TABLE[i].inputs[valued[k] as usize];
+            assert!(
+                !matches!(cell, Disposition::Ignore | Disposition::Defer),
+                "an input answered with a value must never be ignored or deferred"
+            );
+            k += 1;
+        }
+        i += 1;
+    }
+};
+
 /// The disposition of `input` in `phase`. Driver-wide inputs (`Timeout`, `Unload`) are
 /// always [`Disposition::Handle`] here; the machine refuses them only once unloaded.
 pub fn disposition(phase: PhaseKind, input: InputKind) -> Disposition {

@@ -237,7 +237,21 @@ value_type! {
 }
 
 value_type! {
-    /// One input to the machine. See [`crate::Lifecycle::handle`].
+    /// One input to the machine, fed with the owner's clock: see
+    /// [`crate::Lifecycle::handle`].
+    ///
+    /// ```
+    /// use pnp_lifecycle::*;
+    /// let mut m: Lifecycle<1, 2, 1, { queue_capacity(1, 2) }> = Lifecycle::new(Config::DEFAULT);
+    /// let input = Input::AddDevice { device: DeviceId(0) };
+    /// assert_eq!(input.kind(), InputKind::AddDevice);
+    /// assert_eq!(m.handle(Tick(0), input), Ok(Reply::Accepted));
+    /// // The same input again is refused, naming the state and the input; nothing changed.
+    /// assert_eq!(
+    ///     m.handle(Tick(1), input),
+    ///     Err(Error::InvalidState { phase: PhaseKind::Added, input: InputKind::AddDevice })
+    /// );
+    /// ```
     pub enum Input {
         /// A new device (AddDevice, probe). Its slot must be free.
         AddDevice {
@@ -616,7 +630,29 @@ value_type! {
 }
 
 value_type! {
-    /// One output of the machine, drained with [`crate::Lifecycle::poll_output`].
+    /// One output of the machine, drained with [`crate::Lifecycle::poll_output`] after
+    /// every input and carried out in order (the crate's front page shows an owner loop
+    /// that matches every variant).
+    ///
+    /// ```
+    /// use pnp_lifecycle::*;
+    /// let mut m: Lifecycle<1, 2, 1, { queue_capacity(1, 2) }> = Lifecycle::new(Config::DEFAULT);
+    /// let hca = DeviceId(0);
+    /// m.handle(Tick(0), Input::AddDevice { device: hca }).unwrap();
+    /// m.handle(Tick(0), Input::Start { device: hca, token: RequestToken(7) }).unwrap();
+    /// match m.poll_output() {
+    ///     Some(Output::Hardware { device, command: HardwareCommand::Start }) => {
+    ///         // Bring the hardware up, then report it.
+    ///         m.handle(Tick(3), Input::StartDone { device, result: StartResult::Started })
+    ///             .unwrap();
+    ///     }
+    ///     other => panic!("expected a start command, got {other:?}"),
+    /// }
+    /// assert_eq!(
+    ///     m.poll_output(),
+    ///     Some(Output::Complete { device: hca, token: RequestToken(7), status: Status::Success })
+    /// );
+    /// ```
     pub enum Output {
         /// Call a client's callback with `event`, outside any lock, then feed
         /// [`Input::CallbackDone`].
@@ -733,7 +769,23 @@ value_type! {
 }
 
 value_type! {
-    /// A refused input. The machine is exactly as it was before the input.
+    /// A refused input. The machine is exactly as it was before the input. `Display` says
+    /// what was refused and what to do; it implements [`core::error::Error`], so `?` works
+    /// in a `main` returning `Box<dyn std::error::Error>`.
+    ///
+    /// ```
+    /// use pnp_lifecycle::*;
+    /// let mut m: Lifecycle<1, 2, 1, { queue_capacity(1, 2) }> = Lifecycle::new(Config::DEFAULT);
+    /// m.handle(Tick(10), Input::AddDevice { device: DeviceId(0) }).unwrap();
+    /// let before = m.clone();
+    /// let error = m.handle(Tick(9), Input::Unload).unwrap_err();
+    /// assert_eq!(error, Error::TimeWentBackwards { last: Tick(10) });
+    /// assert_eq!(
+    ///     error.to_string(),
+    ///     "time went backwards: now is earlier than the last input's time 10"
+    /// );
+    /// assert!(m == before, "a refused input changes nothing");
+    /// ```
     pub enum Error {
         /// Driver unload finished: the machine takes no more inputs.
         Unloaded,
