@@ -29,6 +29,7 @@ fn config(policy: TrustedTimeoutPolicy) -> Config {
         trusted_policy: policy,
         detach_timeout: 3,
         callback_timeout: 5,
+        operation_timeout: 3,
     }
 }
 

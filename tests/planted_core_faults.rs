@@ -25,6 +25,7 @@ const CONFIG: Config = Config {
     trusted_policy: TrustedTimeoutPolicy::Revoke,
     detach_timeout: 3,
     callback_timeout: 5,
+    operation_timeout: 3,
 };
 
 /// Oracle only, narrow alphabet, no liveness drives: shallow faults are found fast.

@@ -19,6 +19,7 @@ const CONFIG: Config = Config {
     trusted_policy: TrustedTimeoutPolicy::Revoke,
     detach_timeout: 3,
     callback_timeout: 6,
+    operation_timeout: 3,
 };
 
 const SEARCH: Bounds = Bounds {

@@ -178,7 +178,18 @@ impl<S: Sut> Sut for Faulty<S> {
             }
             Fault::ExecuteBeforeLastAck => {
                 if let (Input::ResetExecute { client }, Ok(_)) = (input, &result) {
-                    if self.inner.phase(client.device) == Some(PhaseKind::Quiescing) {
+                    // Voters left (not a reset that only waits for operations in flight).
+                    let voters_left = self.inner.client_list(client.device).iter().any(|(_, v)| {
+                        matches!(
+                            v.state,
+                            pnp_lifecycle::ClientState::Active {
+                                role: pnp_lifecycle::Role::Voting,
+                                ..
+                            }
+                        )
+                    });
+                    if self.inner.phase(client.device) == Some(PhaseKind::Quiescing) && voters_left
+                    {
                         outs.push(Output::Hardware {
                             device: client.device,
                             command: HardwareCommand::Reset,

@@ -4,7 +4,8 @@
 //! stale and forged ones, mostly-unique tokens — each with the owner's `now`: mostly the
 //! owner's clock as it is, sometimes a small step, sometimes a huge jump, sometimes the next
 //! deadline, rarely a step backwards (refused); `Timeout` mostly at `poll_timeout` — and,
-//! now and then, a raw `Input::arbitrary`.
+//! now and then, a raw `Input::arbitrary`. `CallbackDone`, `FenceDone` and `AccessDone` go
+//! mostly to clients with a callback, a fence or a hardware operation actually out.
 
 use crate::sut::Sut;
 use crate::world::{past_all_deadlines, World};
@@ -34,6 +35,7 @@ pub fn small_config(u: &mut Unstructured<'_>) -> Result<Config> {
         },
         detach_timeout: u.int_in_range(1..=8)?,
         callback_timeout: u.int_in_range(1..=10)?,
+        operation_timeout: u.int_in_range(1..=8)?,
     })
 }
 
@@ -115,7 +117,7 @@ impl Generator {
     }
 
     fn input<S: Sut>(&mut self, u: &mut Unstructured<'_>, world: &World<S>) -> Result<Input> {
-        let choice = u.int_in_range(0..=99u8)?;
+        let choice = u.int_in_range(0..=111u8)?;
         let input = match choice {
             0..=3 => Input::AddDevice {
                 device: self.device::<S>(u)?,
@@ -278,6 +280,28 @@ impl Generator {
                 }
             }
             97 => Input::Unload,
+            98..=102 => {
+                // Mostly a client with hardware operations out.
+                let out = world.operations_out();
+                if !out.is_empty() && !u.ratio(1, 8)? {
+                    Input::AccessDone {
+                        client: *u.choose(&out)?,
+                    }
+                } else {
+                    Input::AccessDone {
+                        client: self.handle(u, world)?,
+                    }
+                }
+            }
+            103..=106 => Input::CanRecover {
+                client: self.handle(u, world)?,
+            },
+            107..=108 => Input::CannotPause {
+                client: self.handle(u, world)?,
+            },
+            109 => Input::CanPause {
+                client: self.handle(u, world)?,
+            },
             _ => Input::arbitrary(u)?,
         };
         Ok(input)

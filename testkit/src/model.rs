@@ -30,6 +30,9 @@ use pnp_lifecycle::{
     VetoReason, TABLE,
 };
 
+/// Hardware operations one client may have in flight (the core documents 16).
+const OPS_PER_CLIENT: u8 = 16;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum Undo {
     None,
@@ -81,9 +84,21 @@ enum St {
     Added,
     Starting(RequestToken, bool),
     Running,
-    Quiescing(u64),
+    /// A reset cycle: since when, whether some voter needs the reset (or there was no
+    /// voter), and since when the reset waits for hardware operations in flight.
+    Quiescing {
+        since: u64,
+        reset_needed: bool,
+        draining: Option<u64>,
+    },
     Executing(Next),
     StopPending(bool),
+    /// A stop waiting for hardware operations: its token, since when, a folded fatal.
+    Stopping {
+        token: RequestToken,
+        since: u64,
+        fatal: bool,
+    },
     Stopped,
     RemovePending(Back, bool),
     Failed(bool),
@@ -106,9 +121,10 @@ impl St {
             St::Added => PhaseKind::Added,
             St::Starting(..) => PhaseKind::Starting,
             St::Running => PhaseKind::Running,
-            St::Quiescing(_) => PhaseKind::Quiescing,
+            St::Quiescing { .. } => PhaseKind::Quiescing,
             St::Executing(_) => PhaseKind::Executing,
             St::StopPending(_) => PhaseKind::StopPending,
+            St::Stopping { .. } => PhaseKind::Stopping,
             St::Stopped => PhaseKind::Stopped,
             St::RemovePending(..) => PhaseKind::RemovePending,
             St::Failed(_) => PhaseKind::Failed,
@@ -136,9 +152,13 @@ struct Cl {
     role: Role,
     fresh: bool,
     holding: bool,
+    /// Declared it cannot pause (vetoes query stop while live).
+    cannot_pause: bool,
     ports: PortSet,
     /// When the callback in flight was made, if one is.
     cb: Option<u64>,
+    /// Hardware operations granted and not reported done (nor fenced).
+    ops: u8,
     /// The owner was asked to fence the client and has not reported it done.
     fence: bool,
     mbox: Mbox,
@@ -186,9 +206,13 @@ impl Mbox {
                         Event::DeviceStarted { .. } | Event::DeviceStopped | Event::DeviceFatal
                     )
                 });
+                if e == Event::DeviceFatal {
+                    // After DeviceFatal only a last event follows: waiting link news goes.
+                    self.links = PortSet::EMPTY;
+                }
                 self.ordered.push(e);
             }
-            Event::Reset | Event::ResetEnd { .. } => self.ordered.push(e),
+            Event::Reset | Event::ResetEnd { .. } | Event::Recovered { .. } => self.ordered.push(e),
         }
     }
 }
@@ -202,8 +226,10 @@ impl Cl {
             role: Role::Idle,
             fresh: false,
             holding: false,
+            cannot_pause: false,
             ports: PortSet::EMPTY,
             cb: None,
+            ops: 0,
             fence: false,
             mbox: Mbox::default(),
         }
@@ -292,6 +318,7 @@ impl Model {
                     role: c.role,
                     fresh: c.fresh,
                     holding: c.holding,
+                    cannot_pause: c.cannot_pause,
                 },
                 Reg::Removed => ClientState::Removed,
                 Reg::Revoked => ClientState::Revoked,
@@ -308,6 +335,7 @@ impl Model {
                     state,
                     ports: c.ports,
                     callback_in_flight: c.cb.is_some(),
+                    operations_in_flight: c.ops,
                     waiting_events: c.mbox.len() as u8,
                     fence_requested: c.fence,
                 },
@@ -329,21 +357,32 @@ impl Model {
                     best = Some(best.map_or(t, |b| b.min(t)));
                 }
             }
-            let t = match d.st {
-                St::Quiescing(since) => d
-                    .cls
-                    .iter()
-                    .filter(|c| c.reg == Reg::Live && c.role == Role::Voting)
-                    .map(|c| since.saturating_add(self.ack_timeout(c.kind)))
-                    .min(),
-                St::Removing { deadline, .. } => d
-                    .cls
-                    .iter()
-                    .any(|c| c.reg == Reg::Removed)
-                    .then_some(deadline),
-                _ => None,
-            };
-            if let Some(t) = t {
+            let unfenced_ops = d.cls.iter().any(|c| c.ops > 0 && !c.fence);
+            let op_deadline = |from: u64| from.saturating_add(self.config.operation_timeout);
+            let mut ts: Vec<u64> = Vec::new();
+            match d.st {
+                St::Quiescing {
+                    since, draining, ..
+                } => {
+                    ts.extend(
+                        d.cls
+                            .iter()
+                            .filter(|c| c.reg == Reg::Live && c.role == Role::Voting)
+                            .map(|c| since.saturating_add(self.ack_timeout(c.kind))),
+                    );
+                    if let (Some(from), true) = (draining, unfenced_ops) {
+                        ts.push(op_deadline(from));
+                    }
+                }
+                St::Stopping { since, .. } if unfenced_ops => ts.push(op_deadline(since)),
+                St::Removing { deadline, .. }
+                    if unfenced_ops || d.cls.iter().any(|c| c.reg == Reg::Removed) =>
+                {
+                    ts.push(deadline)
+                }
+                _ => {}
+            }
+            if let Some(t) = ts.into_iter().min() {
                 best = Some(best.map_or(t, |b| b.min(t)));
             }
         }
@@ -609,7 +648,7 @@ impl Dev {
             self.cls[i].reg = Reg::Revoked;
         }
         self.cls[i].mbox = Mbox::default();
-        let fence = self.cls[i].cb.is_some() && !self.cls[i].fence;
+        let fence = (self.cls[i].cb.is_some() || self.cls[i].ops > 0) && !self.cls[i].fence;
         if fence {
             self.cls[i].fence = true;
             let client = self.handle_of(cx.d, i);
@@ -622,7 +661,42 @@ impl Dev {
 
     /// Whether the device waits on nothing of this client.
     fn settled(c: &Cl) -> bool {
-        c.cb.is_none() && !c.fence
+        c.cb.is_none() && !c.fence && c.ops == 0
+    }
+
+    /// Whether any hardware operation is in flight (a fenced one until `FenceDone`).
+    fn ops_out(&self) -> bool {
+        self.cls.iter().any(|c| c.ops > 0)
+    }
+
+    /// Something in flight finished or was fenced: a stop, reset or removal may go on.
+    fn progress(&mut self, cx: &mut Cx<'_>) {
+        match self.st {
+            St::Stopping { .. } => self.maybe_finish_stop(cx),
+            St::Quiescing { .. } => self.maybe_execute(cx),
+            St::Removing { .. } => self.maybe_finish_removal(cx),
+            _ => {}
+        }
+    }
+
+    /// The stop shuts down and releases the hardware once no operation is in flight.
+    fn maybe_finish_stop(&mut self, cx: &mut Cx<'_>) {
+        let St::Stopping { token, fatal, .. } = self.st else {
+            return;
+        };
+        if self.ops_out() {
+            return;
+        }
+        if fatal {
+            cx.cycle(CycleOutcome::FoldedIntoStop);
+        }
+        self.st = St::Stopped;
+        cx.hw(HardwareCommand::Shutdown);
+        cx.hw(HardwareCommand::ReleaseResources);
+        cx.done(token, Status::Success);
+        if cx.unloading {
+            self.begin_removal(cx, None, Undo::None, None, false);
+        }
     }
 
     fn tell_live(&mut self, cx: &mut Cx<'_>, event: Event) {
@@ -681,6 +755,13 @@ impl Dev {
             Input::StartDone { result, .. } => self.start_done(cx, result).map(|_| Reply::Accepted),
             Input::QueryStop { token, .. } => match self.st {
                 St::Running => {
+                    if self
+                        .cls
+                        .iter()
+                        .any(|c| c.reg == Reg::Live && c.cannot_pause)
+                    {
+                        return Err(Error::Vetoed(VetoReason::ClientCannotPause));
+                    }
                     self.st = St::StopPending(false);
                     cx.done(token, Status::Success);
                     ok
@@ -708,14 +789,14 @@ impl Dev {
                         input: InputKind::Stop,
                     });
                 };
-                if fatal {
-                    cx.cycle(CycleOutcome::FoldedIntoStop);
-                }
-                self.st = St::Stopped;
                 self.tell_live(cx, Event::DeviceStopped);
-                cx.hw(HardwareCommand::Shutdown);
-                cx.hw(HardwareCommand::ReleaseResources);
-                cx.done(token, Status::Success);
+                // The stop waits for hardware operations in flight (I12).
+                self.st = St::Stopping {
+                    token,
+                    since: cx.now,
+                    fatal,
+                };
+                self.maybe_finish_stop(cx);
                 ok
             }
             Input::QueryRemove { token, .. } => {
@@ -763,6 +844,10 @@ impl Dev {
                 };
                 if *link != state {
                     *link = state;
+                    // After DeviceFatal only Removed or Revoked follow.
+                    if matches!(self.st, St::Failed(_)) {
+                        return ok;
+                    }
                     for i in 0..self.cls.len() {
                         if self.cls[i].reg == Reg::Live && self.cls[i].ports.contains(port) {
                             self.tell(cx, i, Event::LinkChanged { port, state });
@@ -777,7 +862,7 @@ impl Dev {
                 }
                 let role = match self.st {
                     St::Executing(Next::Remove(_)) => return Err(Error::RemoveInProgress),
-                    St::Quiescing(_) | St::Executing(_) => Role::Joined,
+                    St::Quiescing { .. } | St::Executing(_) => Role::Joined,
                     _ => Role::Idle,
                 };
                 let i = self
@@ -791,8 +876,10 @@ impl Dev {
                 c.role = role;
                 c.fresh = true;
                 c.holding = false;
+                c.cannot_pause = false;
                 c.ports = PortSet::EMPTY;
                 c.cb = None;
+                c.ops = 0;
                 c.fence = false;
                 c.mbox = Mbox::default();
                 Ok(Reply::Registered {
@@ -819,8 +906,7 @@ impl Dev {
                 } else {
                     self.cls[i].reg = Reg::Leaving;
                 }
-                self.maybe_execute(cx);
-                self.maybe_finish_removal(cx);
+                self.progress(cx);
                 Ok(Reply::Unregistered(Unregistered::Now))
             }
             Input::CallbackDone { client } => {
@@ -833,11 +919,13 @@ impl Dev {
                 }
                 self.cls[i].cb = None;
                 if self.cls[i].reg == Reg::Leaving {
-                    self.release_slot(cx, i);
+                    if Dev::settled(&self.cls[i]) {
+                        self.release_slot(cx, i);
+                    }
                 } else {
                     self.deliver_next(cx, i);
                 }
-                self.maybe_finish_removal(cx);
+                self.progress(cx);
                 ok
             }
             Input::FenceDone { client } => {
@@ -847,10 +935,43 @@ impl Dev {
                 }
                 self.cls[i].fence = false;
                 self.cls[i].cb = None;
+                self.cls[i].ops = 0;
                 if self.cls[i].reg == Reg::Leaving {
                     self.release_slot(cx, i);
                 }
-                self.maybe_finish_removal(cx);
+                self.progress(cx);
+                ok
+            }
+            Input::AccessDone { client } => {
+                let i = current_index(self, client)?;
+                if self.cls[i].fence {
+                    return ok; // only the fence ends the wait
+                }
+                if self.cls[i].ops == 0 {
+                    return Err(Error::NoOperationInFlight);
+                }
+                self.cls[i].ops -= 1;
+                if self.cls[i].reg == Reg::Leaving && Dev::settled(&self.cls[i]) {
+                    self.release_slot(cx, i);
+                }
+                self.progress(cx);
+                ok
+            }
+            Input::CanRecover { client } => self.answer(cx, client, false).map(|_| Reply::Accepted),
+            Input::CannotPause { client } => {
+                let i = live_index(self, client)?;
+                if self.cls[i].cannot_pause {
+                    return Err(Error::AlreadyCannotPause);
+                }
+                self.cls[i].cannot_pause = true;
+                ok
+            }
+            Input::CanPause { client } => {
+                let i = live_index(self, client)?;
+                if !self.cls[i].cannot_pause {
+                    return Err(Error::NotCannotPause);
+                }
+                self.cls[i].cannot_pause = false;
                 ok
             }
             Input::AcquireInterface { client } => {
@@ -863,16 +984,7 @@ impl Dev {
                 self.reset_request(cx).map(Reply::Reset)
             }
             Input::ResetExecute { client } => {
-                let i = live_index(self, client)?;
-                if self.cls[i].role != Role::Voting {
-                    return Err(Error::NotVoting);
-                }
-                if self.cls[i].mbox.ordered.contains(&Event::Reset) {
-                    return Err(Error::ResetNotDelivered);
-                }
-                self.cls[i].role = Role::Acked;
-                self.maybe_execute(cx);
-                ok
+                self.answer(cx, client, true).map(|_| Reply::Accepted)
             }
             Input::Bind { client, ports } => {
                 let i = live_index(self, client)?;
@@ -926,18 +1038,49 @@ impl Dev {
                         current: Epoch(self.epoch),
                     });
                 }
-                if matches!(self.st, St::Quiescing(_)) && c.role != Role::Voting {
+                if matches!(self.st, St::Quiescing { .. }) && c.role != Role::Voting {
                     return Err(Error::ResetInProgress);
                 }
-                if let Access::QueryCounters(p) = what {
-                    if !matches!(self.ports.get(usize::from(p.0)), Some(Some(_))) {
-                        return Err(Error::NoSuchPort);
+                match what {
+                    Access::QueryCounters(p) => {
+                        if !matches!(self.ports.get(usize::from(p.0)), Some(Some(_))) {
+                            return Err(Error::NoSuchPort);
+                        }
+                    }
+                    // A granted hardware operation is in flight until AccessDone.
+                    Access::HardwareOp => {
+                        if c.ops >= OPS_PER_CLIENT {
+                            return Err(Error::TooManyOperations);
+                        }
+                        self.cls[i].ops += 1;
                     }
                 }
                 Ok(Reply::AccessGranted)
             }
             Input::Timeout | Input::Unload => Err(Error::NoSuchDevice),
         }
+    }
+
+    /// A voter answers RESET: `needs_reset` for ResetExecute, not for CanRecover.
+    fn answer(
+        &mut self,
+        cx: &mut Cx<'_>,
+        client: ClientHandle,
+        needs_reset: bool,
+    ) -> Result<(), Error> {
+        let i = live_index(self, client)?;
+        if self.cls[i].role != Role::Voting {
+            return Err(Error::NotVoting);
+        }
+        if self.cls[i].mbox.ordered.contains(&Event::Reset) {
+            return Err(Error::ResetNotDelivered);
+        }
+        self.cls[i].role = Role::Acked;
+        if let St::Quiescing { reset_needed, .. } = &mut self.st {
+            *reset_needed |= needs_reset;
+        }
+        self.maybe_execute(cx);
+        Ok(())
     }
 
     fn start_done(&mut self, cx: &mut Cx<'_>, result: StartResult) -> Result<(), Error> {
@@ -1008,7 +1151,7 @@ impl Dev {
     fn undo_for(&self) -> Undo {
         match self.st {
             St::Added | St::Stopped => Undo::None,
-            St::Running | St::StopPending(_) | St::Quiescing(_) => Undo::ShutdownRelease,
+            St::Running | St::StopPending(_) | St::Quiescing { .. } => Undo::ShutdownRelease,
             St::RemovePending(Back::Added, _) | St::RemovePending(Back::Stopped, _) => Undo::None,
             St::RemovePending(Back::Running, _) => Undo::ShutdownRelease,
             St::RemovePending(Back::Failed(h), _) | St::Failed(h) => Undo::held(h),
@@ -1065,7 +1208,9 @@ impl Dev {
                 self.begin_removal(cx, token, Undo::held(held), hw, true);
                 Ok(())
             }
-            St::Quiescing(_) => {
+            // Only unload gets here: the stop removes once it finished.
+            St::Stopping { .. } => Ok(()),
+            St::Quiescing { .. } => {
                 self.all_roles(Role::Idle);
                 cx.cycle(CycleOutcome::AbortedByRemove);
                 self.begin_removal(cx, token, Undo::ShutdownRelease, None, false);
@@ -1105,7 +1250,14 @@ impl Dev {
                 }
                 (true, None)
             }
-            St::Quiescing(_) => {
+            St::Stopping { token, fatal, .. } => {
+                if fatal {
+                    cx.cycle(CycleOutcome::AbortedBySurpriseRemoval);
+                }
+                cx.done(token, Status::DeviceGone);
+                (true, None)
+            }
+            St::Quiescing { .. } => {
                 self.all_roles(Role::Idle);
                 cx.cycle(CycleOutcome::AbortedBySurpriseRemoval);
                 (true, None)
@@ -1242,7 +1394,7 @@ impl Dev {
                 self.begin_cycle(cx);
                 Ok(ResetAnswer::Started)
             }
-            St::Quiescing(_) => Ok(ResetAnswer::Joined),
+            St::Quiescing { .. } => Ok(ResetAnswer::Joined),
             St::Executing(next) => {
                 if cx.unloading {
                     return Err(Error::Unloading);
@@ -1269,15 +1421,50 @@ impl Dev {
     fn begin_cycle(&mut self, cx: &mut Cx<'_>) {
         self.all_roles(Role::Voting);
         self.tell_live(cx, Event::Reset);
-        self.st = St::Quiescing(cx.now);
+        // With no voter nobody can say it recovers: the reset runs.
+        let reset_needed = !self.voters();
+        self.st = St::Quiescing {
+            since: cx.now,
+            reset_needed,
+            draining: None,
+        };
         self.maybe_execute(cx);
     }
 
+    /// Every voter answered, left or was revoked: end without a reset if none needs one;
+    /// else reset once no hardware operation is in flight (the wait begins now).
     fn maybe_execute(&mut self, cx: &mut Cx<'_>) {
-        if matches!(self.st, St::Quiescing(_)) && !self.voters() {
-            self.st = St::Executing(Next::Resume);
-            cx.hw(HardwareCommand::Reset);
+        let St::Quiescing {
+            since,
+            reset_needed,
+            draining,
+        } = self.st
+        else {
+            return;
+        };
+        if self.voters() {
+            return;
         }
+        if !reset_needed {
+            self.all_roles(Role::Idle);
+            self.st = St::Running;
+            let epoch = Epoch(self.epoch);
+            self.tell_live(cx, Event::Recovered { epoch });
+            cx.cycle(CycleOutcome::Recovered(epoch));
+            return;
+        }
+        if self.ops_out() {
+            if draining.is_none() {
+                self.st = St::Quiescing {
+                    since,
+                    reset_needed,
+                    draining: Some(cx.now),
+                };
+            }
+            return;
+        }
+        self.st = St::Executing(Next::Resume);
+        cx.hw(HardwareCommand::Reset);
     }
 
     fn reset_done(&mut self, cx: &mut Cx<'_>, result: ResetResult) -> Result<(), Error> {
@@ -1376,7 +1563,15 @@ impl Dev {
             }
         }
         match self.st {
-            St::Quiescing(since) => {
+            St::Quiescing {
+                since, draining, ..
+            } => {
+                // Operations that outlast the reset's wait are revoked and fenced.
+                if draining
+                    .is_some_and(|from| now >= from.saturating_add(cx.config.operation_timeout))
+                {
+                    self.fence_ops(cx);
+                }
                 for i in 0..self.cls.len() {
                     let c = &self.cls[i];
                     if c.reg != Reg::Live || c.role != Role::Voting {
@@ -1399,32 +1594,47 @@ impl Dev {
                     }
                 }
             }
+            St::Stopping { since, .. }
+                if now >= since.saturating_add(cx.config.operation_timeout) =>
+            {
+                self.fence_ops(cx);
+            }
             St::Removing { deadline, .. } if now >= deadline => {
-                // Removed was their last event: revoked without another.
+                // Removed was their last event: revoked without another; whatever is
+                // still in flight is fenced before the teardown.
                 for i in 0..self.cls.len() {
-                    if self.cls[i].reg == Reg::Removed {
+                    let c = &self.cls[i];
+                    if c.reg == Reg::Removed || (c.ops > 0 && !c.fence) {
                         self.revoke(cx, i, false);
                     }
                 }
             }
             _ => {}
         }
-        if escalate && matches!(self.st, St::Running | St::Quiescing(_)) {
-            if matches!(self.st, St::Quiescing(_)) {
+        if escalate && matches!(self.st, St::Running | St::Quiescing { .. }) {
+            if matches!(self.st, St::Quiescing { .. }) {
                 cx.cycle(CycleOutcome::ClientTimedOut);
             }
             self.all_roles(Role::Idle);
             self.st = St::Failed(true);
             self.tell_live(cx, Event::DeviceFatal);
         }
-        self.maybe_execute(cx);
-        self.maybe_finish_removal(cx);
+        self.progress(cx);
+    }
+
+    /// Revoke and fence every client with an operation in flight not fenced yet.
+    fn fence_ops(&mut self, cx: &mut Cx<'_>) {
+        for i in 0..self.cls.len() {
+            if self.cls[i].ops > 0 && !self.cls[i].fence {
+                self.revoke(cx, i, true);
+            }
+        }
     }
 
     /// A catastrophic error: served, deferred, folded or answered with a reason.
     fn fatal(&mut self, cx: &mut Cx<'_>) -> Result<FatalAnswer, Error> {
         match self.st {
-            St::Running | St::Quiescing(_) => match self.reset_request(cx) {
+            St::Running | St::Quiescing { .. } => match self.reset_request(cx) {
                 Ok(a) => Ok(FatalAnswer::Served(a)),
                 Err(_) => {
                     self.fail_exhausted(cx);
@@ -1442,6 +1652,14 @@ impl Dev {
             }
             St::StopPending(_) => {
                 self.st = St::StopPending(true);
+                Ok(FatalAnswer::Deferred)
+            }
+            St::Stopping { token, since, .. } => {
+                self.st = St::Stopping {
+                    token,
+                    since,
+                    fatal: true,
+                };
                 Ok(FatalAnswer::Deferred)
             }
             St::RemovePending(Back::Running, _) => {

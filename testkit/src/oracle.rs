@@ -11,9 +11,10 @@
 
 use crate::sut::Sut;
 use pnp_lifecycle::{
-    disposition, ClientHandle, ClientKind, ClientState, Config, CycleOutcome, DeviceId,
-    Disposition, DriverPhase, Epoch, Error, Event, FatalAnswer, HardwareCommand, Input, InputKind,
-    Output, PhaseKind, Reply, ResetAnswer, Tick, TrustedTimeoutPolicy, Unregistered,
+    disposition, is_listed, Access, ClientHandle, ClientKind, ClientState, Config, CycleOutcome,
+    DeviceId, Disposition, DriverPhase, Epoch, Error, Event, FatalAnswer, HardwareCommand, Input,
+    InputKind, Output, PhaseKind, Reply, ResetAnswer, Tick, TrustedTimeoutPolicy, Unregistered,
+    VetoReason,
 };
 use std::collections::BTreeMap;
 use std::fmt;
@@ -47,6 +48,10 @@ pub enum Check {
     /// I11: surprise removal, remove, unload, the time, hardware completions and fatal
     /// errors are refused only for the owner's own failure or by the state table.
     I11,
+    /// I12: no stop (`Shutdown`/`ReleaseResources`), hardware reset or removal teardown
+    /// while a client has a granted hardware operation that was neither reported done
+    /// (`AccessDone`) nor fenced (`FenceDone`).
+    I12,
     /// I13: no client revoked or timed out before its configured deadline, counted from
     /// the `now` of the input that started it; time never goes backwards.
     I13,
@@ -56,8 +61,17 @@ pub enum Check {
     Fence,
     /// A registration admitted while remove is pending.
     PendingRemove,
-    /// Query remove accepted while a client holds the device.
+    /// Query remove accepted while a client holds the device (or vetoed for a hold
+    /// nobody has).
     HoldVeto,
+    /// Query stop accepted while a client cannot pause (or vetoed for a client that
+    /// can).
+    PauseVeto,
+    /// A cycle ended without a hardware reset although some voter needed one, none said it
+    /// can recover, or the epoch moved; or a reset ran though every voter could recover.
+    Recovery,
+    /// A state change `pnp_lifecycle::is_listed` does not list.
+    Transition,
     /// A stop that does not release the hardware resources.
     StopRelease,
     /// Every fatal error is answered: a `Deferred` one later by exactly one
@@ -117,6 +131,11 @@ pub struct ClientBook {
     pub cut: bool,
     /// It holds the device (an accepted `Hold` without `ReleaseHold`).
     pub holding: bool,
+    /// It declared it cannot pause (an accepted `CannotPause` without `CanPause`).
+    pub cannot_pause: bool,
+    /// Hardware operations granted (`AccessGranted` for `HardwareOp`) and not ended by
+    /// `AccessDone` or `FenceDone`.
+    pub ops: u32,
     /// An `Unregister` for it returned `Now`.
     pub unregistered: bool,
     /// It was told `Removed`.
@@ -169,6 +188,16 @@ pub struct DeviceBook {
     pub removal_since: Option<Tick>,
     /// A fatal error answered `Deferred` and not yet answered again.
     pub fatal_deferred: bool,
+    /// When the stop or the hardware reset under way began waiting for hardware operations
+    /// (the stop's `now`; for a reset, when its last voter answered, left or was revoked):
+    /// their deadline counts from here.
+    pub drain_since: Option<Tick>,
+    /// Voters of the running cycle that answered `ResetExecute`.
+    pub votes_reset: u32,
+    /// Voters of the running cycle that answered `CanRecover`.
+    pub votes_recover: u32,
+    /// Voters of the running cycle revoked without answering.
+    pub silent_revoked: u32,
     /// A start claimed resources (`StartDone` with `Started` or `FailedAfterResources`)
     /// that no `ReleaseResources` has released yet.
     pub resources_held: bool,
@@ -192,6 +221,12 @@ pub struct Oracle {
     /// ([`Check::Fence`]). Tests turn it off to show that the liveness drive alone also
     /// sees a missing fence (as I9).
     pub fence_check: bool,
+    /// Whether a cycle may end without a reset when voters that left or were revoked
+    /// never said they can recover (so possibly with no `CanRecover` at all). False (the
+    /// contract): the cycle ends without a reset only if at least one voter answered
+    /// `CanRecover`, none answered `ResetExecute` and none was revoked without answering
+    /// ([`Check::Recovery`]).
+    pub lenient_recovery: bool,
 }
 
 fn is_cycle_phase(p: Option<PhaseKind>) -> bool {
@@ -207,6 +242,7 @@ impl Oracle {
             unload_finished: false,
             metamorphic_links: true,
             fence_check: true,
+            lenient_recovery: std::env::var_os("PNP_LENIENT_RECOVERY").is_some(),
         }
     }
 
@@ -390,11 +426,25 @@ impl Oracle {
             let by_detach = bv.state == ClientState::Removed
                 && d.removal_since
                     .is_some_and(|t| now >= t.after(config.detach_timeout));
-            if !(by_callback || by_ack || by_detach) {
+            // An operation holder: the stop's or reset's wait, or the detach deadline.
+            let holds_ops = c.ops > 0 && !c.fence_pending;
+            let pb = before.phase(h.device);
+            let by_operation = holds_ops
+                && match pb {
+                    Some(PhaseKind::Stopping | PhaseKind::Quiescing) => d
+                        .drain_since
+                        .is_some_and(|t| now >= t.after(config.operation_timeout)),
+                    Some(PhaseKind::Removing) => d
+                        .removal_since
+                        .is_some_and(|t| now >= t.after(config.detach_timeout)),
+                    _ => false,
+                };
+            if !(by_callback || by_ack || by_detach || by_operation) {
                 fail!(
                     I13,
                     "{:?} revoked at {:?} before any deadline: callback since {:?} (+{}), \
-                     voter {} of a cycle since {:?}, removal since {:?} (+{})",
+                     voter {} of a cycle since {:?}, removal since {:?} (+{}), {} operations \
+                     in a wait since {:?} (+{}) in {:?}",
                     h,
                     now,
                     c.callback,
@@ -402,7 +452,11 @@ impl Oracle {
                     c.voter,
                     d.cycle_since,
                     d.removal_since,
-                    config.detach_timeout
+                    config.detach_timeout,
+                    c.ops,
+                    d.drain_since,
+                    config.operation_timeout,
+                    pb
                 );
             }
             if self.fence_check && c.callback.is_some() && !c.fence_pending && !fenced {
@@ -412,6 +466,9 @@ impl Oracle {
                     h,
                     c.callback
                 );
+            }
+            if c.voter && is_cycle_phase(before.phase(h.device)) {
+                self.dev_mut(h.device)?.silent_revoked += 1;
             }
             if let Some(b) = self.client_mut(h) {
                 b.cut = true;
@@ -529,6 +586,44 @@ impl Oracle {
                         "Unregister of a registered client {:?} refused: {:?}",
                         client,
                         e
+                    );
+                }
+            }
+            (Input::AccessDone { client }, Error::NoOperationInFlight) => {
+                if self
+                    .client(*client)
+                    .is_some_and(|c| c.ops > 0 && !c.fence_pending)
+                {
+                    fail!(
+                        Handles,
+                        "AccessDone refused for {:?} with operations out",
+                        client
+                    );
+                }
+            }
+            (Input::QueryStop { device, .. }, Error::Vetoed(VetoReason::ClientCannotPause)) => {
+                if !self.dev(*device).is_some_and(|b| {
+                    b.clients
+                        .values()
+                        .any(|c| c.cannot_pause && c.addressable() && !c.cut)
+                }) {
+                    fail!(
+                        PauseVeto,
+                        "query stop of {:?} vetoed for a client that cannot pause; none is",
+                        device
+                    );
+                }
+            }
+            (Input::QueryRemove { device, .. }, Error::Vetoed(VetoReason::ClientHoldsDevice)) => {
+                if !self.dev(*device).is_some_and(|b| {
+                    b.clients
+                        .values()
+                        .any(|c| c.holding && c.addressable() && !c.cut)
+                }) {
+                    fail!(
+                        HoldVeto,
+                        "query remove of {:?} vetoed for a hold; nobody holds it",
+                        device
                     );
                 }
             }
@@ -741,6 +836,7 @@ impl Oracle {
                         c.unregistered = true;
                         c.voter = false;
                         c.holding = false;
+                        c.cannot_pause = false;
                     }
                 }
             }
@@ -757,9 +853,45 @@ impl Oracle {
                 Some(c) if c.fence_pending => {
                     c.fence_pending = false;
                     c.callback = None;
+                    c.ops = 0;
                 }
                 _ => fail!(Fence, "FenceDone accepted for {:?}, no fence asked", client),
             },
+            Input::AccessDone { client } => match self.client_mut(client) {
+                // Ignored until the fence is reported.
+                Some(c) if c.fence_pending => {}
+                Some(c) if c.ops > 0 && !c.gone => c.ops -= 1,
+                _ => fail!(
+                    Handles,
+                    "AccessDone accepted for {:?} with no operation out",
+                    client
+                ),
+            },
+            Input::CannotPause { client } => {
+                if let Some(c) = self.client_mut(client) {
+                    c.cannot_pause = true;
+                }
+            }
+            Input::CanPause { client } => {
+                if let Some(c) = self.client_mut(client) {
+                    c.cannot_pause = false;
+                }
+            }
+            Input::QueryStop { device, .. } => {
+                let b = self.dev_mut(device)?;
+                if let Some((h, _)) = b
+                    .clients
+                    .iter()
+                    .find(|(_, c)| c.cannot_pause && c.addressable() && !c.cut)
+                {
+                    fail!(
+                        PauseVeto,
+                        "query stop of {:?} accepted while client {:?} cannot pause",
+                        device,
+                        h
+                    );
+                }
+            }
             Input::Hold { client } => {
                 if let Some(c) = self.client_mut(client) {
                     c.holding = true;
@@ -802,18 +934,36 @@ impl Oracle {
                     _ => fail!(I1, "AcquireInterface accepted for gone client {:?}", client),
                 }
             }
-            Input::ResetExecute { client } => match self.client_mut(client) {
-                Some(c) if c.voter && c.owed_end => c.voter = false,
-                Some(c) if c.voter => {
-                    fail!(
-                        I4,
-                        "ResetExecute accepted from {:?} never told Reset",
+            Input::ResetExecute { client } | Input::CanRecover { client } => {
+                match self.client_mut(client) {
+                    Some(c) if c.voter && c.owed_end => c.voter = false,
+                    Some(c) if c.voter => {
+                        fail!(
+                            I4,
+                            "{:?} accepted from {:?} never told Reset",
+                            input.kind(),
+                            client
+                        )
+                    }
+                    _ => fail!(
+                        I3,
+                        "{:?} accepted from a non-voter {:?}",
+                        input.kind(),
                         client
-                    )
+                    ),
                 }
-                _ => fail!(I3, "ResetExecute accepted from a non-voter {:?}", client),
-            },
-            Input::Access { client, epoch, .. } => {
+                let b = self.dev_mut(client.device)?;
+                if matches!(input, Input::ResetExecute { .. }) {
+                    b.votes_reset += 1;
+                } else {
+                    b.votes_recover += 1;
+                }
+            }
+            Input::Access {
+                client,
+                epoch,
+                what,
+            } => {
                 let current = before.epoch(client.device);
                 let phase = before.phase(client.device);
                 let Some(c) = self.client(client) else {
@@ -836,6 +986,11 @@ impl Oracle {
                     Some(PhaseKind::Quiescing) if c.voter || c.owed_end => {}
                     _ => fail!(I3, "access granted in {:?} (voter: {})", phase, c.voter),
                 }
+                if let (Access::HardwareOp, Reply::AccessGranted) = (what, reply) {
+                    if let Some(c) = self.client_mut(client) {
+                        c.ops += 1;
+                    }
+                }
             }
             _ => {}
         }
@@ -843,7 +998,10 @@ impl Oracle {
         if let Some(client) = client_of(input) {
             if !matches!(
                 input.kind(),
-                InputKind::Unregister | InputKind::CallbackDone | InputKind::FenceDone
+                InputKind::Unregister
+                    | InputKind::CallbackDone
+                    | InputKind::FenceDone
+                    | InputKind::AccessDone
             ) {
                 match self.client(client) {
                     Some(c) if c.addressable() && !c.cut => {}
@@ -867,7 +1025,12 @@ impl Oracle {
                 ),
                 FatalAnswer::Deferred => matches!(
                     pb,
-                    Some(PhaseKind::Starting | PhaseKind::StopPending | PhaseKind::RemovePending)
+                    Some(
+                        PhaseKind::Starting
+                            | PhaseKind::StopPending
+                            | PhaseKind::Stopping
+                            | PhaseKind::RemovePending
+                    )
                 ),
                 FatalAnswer::FoldedIntoRemoval => {
                     pb == Some(PhaseKind::Executing)
@@ -970,15 +1133,8 @@ impl Oracle {
                     );
                 }
                 c.callback = Some(now);
-                // I4: after DeviceFatal nothing of a reset cycle or a start follows. Link
-                // changes still do (the core forwards them in Failed, DESIGN "Links"); I4's
-                // "only Removed/Revoked may follow" is read as about the cycle's answers.
-                if c.fatal_told
-                    && matches!(
-                        event,
-                        Event::Reset | Event::ResetEnd { .. } | Event::DeviceStarted { .. }
-                    )
-                {
+                // I4: after DeviceFatal only Removed or Revoked follow (not even link news).
+                if c.fatal_told && !matches!(event, Event::Removed { .. } | Event::Revoked) {
                     fail!(I4, "{:?} to {:?} after DeviceFatal", event, client);
                 }
                 match event {
@@ -1001,6 +1157,20 @@ impl Oracle {
                             fail!(
                                 I6,
                                 "ResetEnd{{{:?}}} but the device is at {:?}",
+                                epoch,
+                                after.epoch(client.device)
+                            );
+                        }
+                    }
+                    Event::Recovered { epoch } => {
+                        if !c.owed_end {
+                            fail!(I4, "Recovered to {:?} that was owed none", client);
+                        }
+                        c.owed_end = false;
+                        if Some(epoch) != after.epoch(client.device) {
+                            fail!(
+                                Recovery,
+                                "Recovered{{{:?}}} but the device is at {:?}",
                                 epoch,
                                 after.epoch(client.device)
                             );
@@ -1064,7 +1234,7 @@ impl Oracle {
                 if c.gone || c.fence_pending || c.fenced {
                     fail!(Fence, "fence for {:?} asked twice or after it left", client);
                 }
-                if c.callback.is_none() {
+                if c.callback.is_none() && c.ops == 0 {
                     fail!(Fence, "fence for {:?}, which has nothing in flight", client);
                 }
                 c.fenced = true;
@@ -1075,6 +1245,21 @@ impl Oracle {
             }
             Output::Hardware { device, command } => {
                 let b = self.dev_mut(device)?;
+                // I12: the hardware is touched only once every operation is done or fenced.
+                if command != HardwareCommand::Start {
+                    if let Some((h, c)) = b.clients.iter().find(|(_, c)| c.ops > 0) {
+                        fail!(
+                            I12,
+                            "{:?} of {:?} while client {:?} has {} hardware operations in \
+                             flight (fence asked: {}, done: no)",
+                            command,
+                            device,
+                            h,
+                            c.ops,
+                            c.fence_pending
+                        );
+                    }
+                }
                 if b.surprise && command != HardwareCommand::ReleaseResources {
                     fail!(
                         I3,
@@ -1097,6 +1282,15 @@ impl Oracle {
                         }
                         if b.cycles_owed == 0 {
                             fail!(I8, "hardware reset with no cycle");
+                        }
+                        if b.votes_reset == 0 && b.votes_recover > 0 && b.silent_revoked == 0 {
+                            fail!(
+                                Recovery,
+                                "hardware reset of {:?} though every voter that answered \
+                                 ({}) can recover",
+                                device,
+                                b.votes_recover
+                            );
                         }
                         if let Some((h, _)) = b
                             .clients
@@ -1165,6 +1359,39 @@ impl Oracle {
                 if outcome == CycleOutcome::FoldedIntoStop {
                     fail!(FatalAnswered, "a cycle ended FoldedIntoStop");
                 }
+                if let CycleOutcome::Recovered(e) = outcome {
+                    let lenient = self.lenient_recovery;
+                    let b = self.dev_mut(device)?;
+                    if Some(e) != before.epoch(device) || Some(e) != after.epoch(device) {
+                        fail!(
+                            Recovery,
+                            "cycle recovered at {:?}; device was at {:?}, is at {:?}",
+                            e,
+                            before.epoch(device),
+                            after.epoch(device)
+                        );
+                    }
+                    if b.votes_reset > 0 || (b.votes_recover == 0 && !lenient) {
+                        fail!(
+                            Recovery,
+                            "{:?}'s cycle ended without a reset: {} voters needed one, {} \
+                             said they can recover",
+                            device,
+                            b.votes_reset,
+                            b.votes_recover
+                        );
+                    }
+                    if b.silent_revoked > 0 && !lenient {
+                        fail!(
+                            Recovery,
+                            "{:?}'s cycle ended without a reset, but {} voters were revoked \
+                             without saying they can recover",
+                            device,
+                            b.silent_revoked
+                        );
+                    }
+                }
+                let b = self.dev_mut(device)?;
                 b.cycles_owed -= 1;
                 let followup = b.followup;
                 b.followup = false;
@@ -1276,6 +1503,10 @@ impl Oracle {
     fn begin_cycle(&mut self, d: DeviceId, now: Tick) -> Result<(), Violation> {
         let b = self.dev_mut(d)?;
         b.cycle_since = Some(now);
+        b.votes_reset = 0;
+        b.votes_recover = 0;
+        b.silent_revoked = 0;
+        b.drain_since = None;
         for c in b.clients.values_mut() {
             c.voter = c.addressable() && !c.cut;
         }
@@ -1294,21 +1525,50 @@ impl Oracle {
         books: &[DeviceBook],
     ) -> Result<(), Violation> {
         let config = after.config();
-        // A stop releases the hardware resources.
-        if let Input::Stop { device, .. } = *input {
-            if !outputs.iter().any(|o| {
-                *o == Output::Hardware {
-                    device,
-                    command: HardwareCommand::ReleaseResources,
+        for i in 0..S::DEVICES {
+            let device = DeviceId(i as u8);
+            let (pb, pa) = (before.phase(device), after.phase(device));
+            // Every state change is one the machine lists.
+            if let (Some(from), Some(to)) = (pb, pa) {
+                if !is_listed(from, input.kind(), to) {
+                    fail!(
+                        Transition,
+                        "{:?} went from {:?} to {:?} on {:?}, a change TRANSITIONS does not list",
+                        device,
+                        from,
+                        to,
+                        input
+                    );
                 }
-            }) {
+            }
+            // A stop releases the hardware resources when it ends (at once, or once the
+            // operations in flight are done or fenced).
+            if pa == Some(PhaseKind::Stopped)
+                && matches!(pb, Some(PhaseKind::StopPending | PhaseKind::Stopping))
+                && !outputs.iter().any(|o| {
+                    *o == Output::Hardware {
+                        device,
+                        command: HardwareCommand::ReleaseResources,
+                    }
+                })
+            {
                 fail!(
                     StopRelease,
-                    "stop of {:?} did not release its resources: {:?}",
+                    "the stop of {:?} ended without releasing its resources: {:?}",
                     device,
                     outputs
                 );
             }
+            // When a stop or a hardware reset began waiting for operations in flight.
+            let voters_left = self.devices[i].clients.values().any(|c| c.voter);
+            let b = &mut self.devices[i];
+            b.drain_since = match pa {
+                Some(PhaseKind::Stopping) if pb != Some(PhaseKind::Stopping) => Some(now),
+                Some(PhaseKind::Stopping) => b.drain_since,
+                Some(PhaseKind::Quiescing) if voters_left => None,
+                Some(PhaseKind::Quiescing) => b.drain_since.or(Some(now)),
+                _ => None,
+            };
         }
         // I13: a device failed by a timeout only when a trusted client missed a deadline.
         if *input == Input::Timeout {
@@ -1357,11 +1617,11 @@ impl Oracle {
         }
         // I5: requests that complete at once did so.
         if let Some((d, t)) = token_of(input) {
+            // (A stop completes once no operation is in flight.)
             let at_once = matches!(
                 input.kind(),
                 InputKind::QueryStop
                     | InputKind::CancelStop
-                    | InputKind::Stop
                     | InputKind::QueryRemove
                     | InputKind::CancelRemove
             );
@@ -1404,7 +1664,12 @@ impl Oracle {
             if b.fatal_deferred
                 && !matches!(
                     phase,
-                    Some(PhaseKind::Starting | PhaseKind::StopPending | PhaseKind::RemovePending)
+                    Some(
+                        PhaseKind::Starting
+                            | PhaseKind::StopPending
+                            | PhaseKind::Stopping
+                            | PhaseKind::RemovePending
+                    )
                 )
             {
                 fail!(
@@ -1467,6 +1732,41 @@ impl Oracle {
                                 deadline
                             );
                         }
+                    }
+                    // An operation a stop, reset or teardown waits for has a deadline.
+                    if c.ops > 0 && !c.fence_pending {
+                        let wait = match phase {
+                            Some(PhaseKind::Stopping | PhaseKind::Quiescing) => b.drain_since,
+                            Some(PhaseKind::Removing) => b.removal_since,
+                            _ => None,
+                        };
+                        let timeout = if phase == Some(PhaseKind::Removing) {
+                            config.detach_timeout
+                        } else {
+                            config.operation_timeout
+                        };
+                        if let Some(t) = wait {
+                            if !covers(t.after(timeout)) {
+                                fail!(
+                                    I9,
+                                    "{:?} holds {} operations a wait since {:?} needs gone; \
+                                     deadline not in poll_timeout {:?}",
+                                    h,
+                                    c.ops,
+                                    t,
+                                    deadline
+                                );
+                            }
+                        }
+                    }
+                    if v.operations_in_flight as u32 != c.ops && !c.fence_pending {
+                        fail!(
+                            Handles,
+                            "{:?}: machine counts {} operations in flight, owner {}",
+                            h,
+                            v.operations_in_flight,
+                            c.ops
+                        );
                     }
                     if let (ClientState::Removed, Some(PhaseKind::Removing), Some(t)) =
                         (v.state, phase, b.removal_since)
@@ -1609,7 +1909,11 @@ pub fn client_of(input: &Input) -> Option<ClientHandle> {
         | Input::Bind { client, .. }
         | Input::Hold { client }
         | Input::ReleaseHold { client }
-        | Input::Access { client, .. } => Some(client),
+        | Input::Access { client, .. }
+        | Input::AccessDone { client }
+        | Input::CanRecover { client }
+        | Input::CannotPause { client }
+        | Input::CanPause { client } => Some(client),
         _ => None,
     }
 }

@@ -116,6 +116,15 @@ impl<S: Sut> World<S> {
             .collect()
     }
 
+    /// Clients with a granted hardware operation not reported done (nor fenced).
+    pub fn operations_out(&self) -> Vec<ClientHandle> {
+        self.oracle
+            .handles()
+            .filter(|(_, c)| c.ops > 0 && !c.fence_pending)
+            .map(|(h, _)| h)
+            .collect()
+    }
+
     /// Clients the owner was asked to fence and has not reported done.
     pub fn fences_out(&self) -> Vec<ClientHandle> {
         self.oracle
@@ -375,6 +384,7 @@ pub fn past_all_deadlines(config: &Config, now: Tick) -> Tick {
         .untrusted_ack_timeout
         .max(config.trusted_ack_timeout)
         .max(config.detach_timeout)
-        .max(config.callback_timeout);
+        .max(config.callback_timeout)
+        .max(config.operation_timeout);
     Tick(now.0.saturating_add(most).saturating_add(1))
 }
