@@ -25,8 +25,13 @@ pub trait Board {
 
     /// Fence a revoked client ([`Output::Fence`]): mask its path to the hardware (its
     /// doorbell page, DMA window, interrupt line), so nothing it left behind can reach the
-    /// device. Must not block. Its callbacks are already cut off by the port (none is made
-    /// after this); the port then feeds [`Input::FenceDone`].
+    /// device, including a hardware operation of it still in flight (a granted
+    /// [`pnp_lifecycle::Access::HardwareOp`] whose [`Input::AccessDone`] has not been fed:
+    /// once masked it touches nothing, so the stop, reset or teardown waiting for it may
+    /// go ahead). Must not block. Its callbacks are already cut off by the port (none is
+    /// made after this); the port then feeds [`Input::FenceDone`]. The client's late
+    /// `AccessDone` is not to be fed after that (the machine would refuse it, changing
+    /// nothing).
     fn fence(&mut self, client: ClientHandle) {
         let _ = client;
     }
@@ -162,7 +167,10 @@ where
     /// Feed an input from thread mode (a PnP event, a client call, a tick), acting on
     /// buffered outputs first if the buffer lacks room. Does not act on the input's own
     /// outputs: call [`pump`](Self::pump) (a failed reset pulse met while making room is
-    /// reported by the next `pump`).
+    /// reported by the next `pump`). A client's hardware operation is a bracket: feed
+    /// `Input::Access { what: Access::HardwareOp, .. }` before it and
+    /// [`Input::AccessDone`] when it ends (not once the client was fenced: see
+    /// [`Board::fence`]).
     pub fn input(&mut self, input: Input) -> Result<Reply, PortError<R::Error>> {
         match self.submit(input) {
             Err(PortError::Backlog { .. }) => {

@@ -58,7 +58,8 @@ pub fn check(log: &[Record]) -> Result<(), String> {
                                 t.open_reset = true;
                                 t.last_was_reset_end = false;
                             }
-                            Event::ResetEnd { .. } => {
+                            // A cycle that ended without a reset answers RESET too.
+                            Event::ResetEnd { .. } | Event::Recovered { .. } => {
                                 if t.last_was_reset_end {
                                     return Err(format!(
                                         "I4: double RESET_END to {client:?} at {at}"
@@ -121,7 +122,7 @@ pub fn check(log: &[Record]) -> Result<(), String> {
             Record::Input(input, result) => {
                 let ok = result.is_ok();
                 match input {
-                    Input::ResetExecute { client } if ok => {
+                    Input::ResetExecute { client } | Input::CanRecover { client } if ok => {
                         if let Some(t) = clients.get_mut(&client) {
                             t.open_reset = false;
                         }

@@ -166,6 +166,7 @@ pub const RACE_CONFIG: Config = Config {
     trusted_policy: TrustedTimeoutPolicy::Revoke,
     detach_timeout: 10,
     callback_timeout: 15,
+    operation_timeout: 15,
 };
 
 const DEV: DeviceId = DeviceId(0);

@@ -61,6 +61,7 @@ fn main() {
         trusted_policy: TrustedTimeoutPolicy::Revoke,
         detach_timeout: 500,
         callback_timeout: 200,
+        operation_timeout: 500,
     };
     let d = Arc::new(Driver::new(config, Arc::new(NullHardware)));
     let ib = PortCaps {

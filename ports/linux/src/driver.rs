@@ -112,13 +112,18 @@ pub trait IbClient: Send + Sync {
     /// `remove(struct ib_device *, void *)`: the client's last callback for `dev`.
     fn remove(&self, dev: DeviceId, cause: RemoveCause);
     /// `RESET` of a reset cycle, in the shape of `error_detected`: quiesce, then return the
-    /// vote: `NeedReset`/`CanRecover` ack now, `None` acks later with
-    /// [`Driver::reset_ack`], `Disconnect` detaches from `dev`.
+    /// vote: `NeedReset` acks now (the core's `ResetExecute`), `CanRecover` acks now
+    /// saying no reset is needed (the core's `CanRecover`; if every voter says so the
+    /// cycle ends without a reset, except for a function reset ([`Driver::reset_prepare`]),
+    /// which always resets), `None` acks later with [`Driver::reset_ack`] or
+    /// [`Driver::recover_ack`], `Disconnect` detaches from `dev`.
     fn error_detected(&self, dev: DeviceId) -> PciErsResult {
         let _ = dev;
         PciErsResult::NeedReset
     }
-    /// `RESET_END` (the `resume` of error recovery): the device is back at `epoch`.
+    /// `RESET_END` (the `resume` of error recovery): the device is back at `epoch`. Also
+    /// called, with the unchanged epoch, when a cycle ends without a reset (the core's
+    /// `Event::Recovered`: every voter answered `CAN_RECOVER`).
     fn resume(&self, dev: DeviceId, epoch: Epoch) {
         let _ = (dev, epoch);
     }
@@ -191,6 +196,9 @@ struct DevRec {
     ports: u8,
     reset_cmd: bool,
     reset_claimed: bool,
+    /// A function reset ([`Driver::reset_prepare`]) runs: a `CAN_RECOVER` vote acks like
+    /// `NEED_RESET` (the reset happens whatever the clients say).
+    forced: bool,
     surprise: bool,
     queries: [u64; MAX_PORTS],
 }
@@ -233,6 +241,8 @@ struct Inner {
     fence_grace: u64,
     /// Fences done while the callback still ran (grace passed).
     fence_overran: Vec<ClientHandle>,
+    /// Granted hardware operations not yet reported finished, one entry per operation.
+    ops_in_flight: Vec<(ClientId, ClientHandle)>,
     inline: bool,
     clients: Vec<ClientRec>,
     next_client: u32,
@@ -294,7 +304,10 @@ impl InFlight {
                 let dev = handle.device;
                 match event {
                     Event::Reset => self.vote = Some(ops.error_detected(dev)),
-                    Event::ResetEnd { epoch } => ops.resume(dev, epoch),
+                    // A cycle without a reset ends in `resume` too, at the same epoch.
+                    Event::ResetEnd { epoch } | Event::Recovered { epoch } => {
+                        ops.resume(dev, epoch)
+                    }
                     Event::LinkChanged { port, state } => match state {
                         LinkState::Active => ops.event(dev, IbEvent::PortActive(port)),
                         _ => ops.event(dev, IbEvent::PortErr(port)),
@@ -375,11 +388,13 @@ impl Inner {
         }
         // A callback taken off the FIFO: cancel it if it has not started, else wait it
         // out (until it returns, or for `fence_grace` at most).
+        // A hardware operation in flight is waited out the same way (until its end is
+        // reported, or for `fence_grace`); the context's doorbells are unmapped after.
         use std::sync::atomic::Ordering::SeqCst;
         let running = self.taken.as_ref().is_some_and(|(h, gate)| {
             *h == handle && gate.compare_exchange(0, 2, SeqCst, SeqCst).is_err()
         });
-        if running {
+        if running || self.op_in_flight(handle) {
             let deadline = self.clock.now().after(self.fence_grace);
             self.fence_waiting.push((handle, deadline));
         } else {
@@ -410,6 +425,61 @@ impl Inner {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }
+    }
+
+    fn op_in_flight(&self, handle: ClientHandle) -> bool {
+        self.ops_in_flight.iter().any(|(_, h)| *h == handle)
+    }
+
+    /// A fence waiting for `handle` is done once neither its callback nor a hardware
+    /// operation of it is in flight.
+    fn release_fence(&mut self, handle: ClientHandle) {
+        let busy =
+            self.taken.as_ref().is_some_and(|(h, _)| *h == handle) || self.op_in_flight(handle);
+        if busy {
+            return;
+        }
+        if let Some(pos) = self.fence_waiting.iter().position(|(h, _)| *h == handle) {
+            self.fence_waiting.remove(pos);
+            self.fence_done_owed.push_back(handle);
+            self.drain();
+        }
+    }
+
+    /// A granted hardware operation ended: `AccessDone`, unless the context was fenced
+    /// meanwhile (then it is not reported; a fence waiting for it is done).
+    fn op_done(&mut self, handle: ClientHandle) -> Result<(), LinuxError> {
+        let Some(pos) = self.ops_in_flight.iter().position(|(_, h)| *h == handle) else {
+            return Err(LinuxError::from(Error::NoOperationInFlight));
+        };
+        self.ops_in_flight.swap_remove(pos);
+        if self.fenced.contains(&handle) {
+            self.release_fence(handle);
+            return Ok(());
+        }
+        self.feed(Input::AccessDone { client: handle })
+            .map(|_| ())
+            .map_err(err)
+    }
+
+    /// `Access{HardwareOp}` for a context on `dev` at its interface's epoch; on success
+    /// the operation is in flight until [`Self::op_done`].
+    fn op_begin(&mut self, id: ClientId, dev: DeviceId) -> Result<ClientHandle, LinuxError> {
+        let h = self.handle_for(id, dev)?;
+        let d = dev_index(dev)?;
+        let epoch = self
+            .clients
+            .iter()
+            .find(|c| c.id == id)
+            .map_or(Epoch(0), |c| c.epochs[d]);
+        self.feed(Input::Access {
+            client: h,
+            epoch,
+            what: Access::HardwareOp,
+        })
+        .map_err(err)?;
+        self.ops_in_flight.push((id, h));
+        Ok(h)
     }
 
     fn client_of(&self, handle: ClientHandle) -> Option<usize> {
@@ -592,12 +662,9 @@ impl Inner {
             if self.taken.as_ref().is_some_and(|(h, _)| *h == handle) {
                 self.taken = None;
             }
-            // The callback returned: a fence that waited for it is done.
-            if let Some(pos) = self.fence_waiting.iter().position(|(h, _)| *h == handle) {
-                self.fence_waiting.remove(pos);
-                self.fence_done_owed.push_back(handle);
-                self.drain();
-            }
+            // The callback returned: a fence that waited for it is done (unless a
+            // hardware operation of the context is still in flight).
+            self.release_fence(handle);
         }
         match f.job {
             Job::Notify {
@@ -607,6 +674,9 @@ impl Inner {
             } => {
                 let d = usize::from(handle.device.0);
                 match (event, f.vote) {
+                    (Event::Reset, Some(PciErsResult::CanRecover)) if !self.devs[d].forced => {
+                        let _ = self.feed(Input::CanRecover { client: handle });
+                    }
                     (
                         Event::Reset,
                         Some(
@@ -682,6 +752,22 @@ impl Inner {
         c.handles[d].ok_or(LinuxError::new(Errno::ENODEV))
     }
 
+    /// Whether the last cycle of device `d` that ended after `mark` (an index into
+    /// `cycles`) ended without a reset, and the device runs with no reset pending.
+    fn recovered_since(&self, d: usize, mark: usize) -> bool {
+        let dev = DeviceId(d as u8);
+        let last = self
+            .cycles
+            .get(mark..)
+            .unwrap_or(&[])
+            .iter()
+            .rev()
+            .find(|(x, _)| *x == dev);
+        matches!(last, Some((_, CycleOutcome::Recovered(_))))
+            && !self.devs[d].reset_cmd
+            && self.m.phase(dev) == Some(PhaseKind::Running)
+    }
+
     fn slot_reset_poll(&mut self, d: usize) -> Option<PciErsResult> {
         let dev = &mut self.devs[d];
         if dev.reset_cmd {
@@ -745,6 +831,7 @@ impl Driver {
                 taken: None,
                 fence_grace: config.callback_timeout,
                 fence_overran: Vec::new(),
+                ops_in_flight: Vec::new(),
                 inline,
                 clients: Vec::new(),
                 next_client: 0,
@@ -1032,6 +1119,21 @@ impl Driver {
         })
     }
 
+    /// A deferred `CAN_RECOVER` vote (`PCI_ERS_RESULT_NONE` earlier): the context has
+    /// quiesced and needs no reset (during a function reset it acks like
+    /// [`reset_ack`](Self::reset_ack)). `EIO` once revoked, `EINVAL` if it is not voting.
+    pub fn recover_ack(&self, id: ClientId, dev: DeviceId) -> Result<(), LinuxError> {
+        self.with(|g| {
+            let h = g.handle_for(id, dev)?;
+            let input = if g.devs[dev_index(dev)?].forced {
+                Input::ResetExecute { client: h }
+            } else {
+                Input::CanRecover { client: h }
+            };
+            g.feed(input).map(|_| ()).map_err(err)
+        })
+    }
+
     /// `ib_query_port`: link state and counters; allowed with the port DOWN.
     pub fn query_port(
         &self,
@@ -1067,23 +1169,41 @@ impl Driver {
     }
 
     /// A verb that touches the hardware (`ib_post_send`): `EAGAIN` during a reset
-    /// cycle, `ESTALE` with an old interface, `EIO` once revoked.
+    /// cycle, `ESTALE` with an old interface, `EIO` once revoked, `EBUSY` with too many
+    /// operations in flight. The post (write the WQE, ring the doorbell) runs under the
+    /// port lock between the grant and its `AccessDone`, so it is never in flight when the
+    /// call returns. For an operation that outlasts the call use
+    /// [`begin_hw_op`](Self::begin_hw_op) / [`end_hw_op`](Self::end_hw_op).
     pub fn post(&self, id: ClientId, dev: DeviceId) -> Result<(), LinuxError> {
         self.with(|g| {
-            let h = g.handle_for(id, dev)?;
-            let d = dev_index(dev)?;
-            let epoch = g
-                .clients
+            let h = g.op_begin(id, dev)?;
+            g.op_done(h)
+        })
+    }
+
+    /// Begin a hardware operation that runs outside the port (a verb that sleeps on a
+    /// firmware command): granted like [`post`](Self::post), then *in flight* until
+    /// [`end_hw_op`](Self::end_hw_op): no stop, slot reset or removal teardown runs under
+    /// it (they wait, up to the config's `operation_timeout`, then the context is revoked
+    /// and fenced: disassociated, its doorbells unmapped).
+    pub fn begin_hw_op(&self, id: ClientId, dev: DeviceId) -> Result<(), LinuxError> {
+        self.with(|g| g.op_begin(id, dev).map(drop))
+    }
+
+    /// The operation begun with [`begin_hw_op`](Self::begin_hw_op) finished (`AccessDone`).
+    /// A fenced context's late end is not reported to the core and returns `Ok`;
+    /// `EINVAL` if none is in flight.
+    pub fn end_hw_op(&self, id: ClientId, dev: DeviceId) -> Result<(), LinuxError> {
+        self.with(|g| {
+            // By the operations list, not the client record: a fenced context's record
+            // may be gone already.
+            let h = g
+                .ops_in_flight
                 .iter()
-                .find(|c| c.id == id)
-                .map_or(Epoch(0), |c| c.epochs[d]);
-            g.feed(Input::Access {
-                client: h,
-                epoch,
-                what: Access::HardwareOp,
-            })
-            .map(|_| ())
-            .map_err(err)
+                .find(|(c, h)| *c == id && h.device == dev)
+                .map(|(_, h)| *h)
+                .ok_or(LinuxError::from(Error::NoOperationInFlight))?;
+            g.op_done(h)
         })
     }
 
@@ -1110,14 +1230,20 @@ impl Driver {
 
     /// `err_handler->error_detected`. Normal / frozen: a reset request from the driver
     /// (`FatalError`): every client is told `RESET` (its `error_detected`) and the result
-    /// is `NEED_RESET`; `DISCONNECT` if the device cannot reset. Perm failure: surprise
-    /// removal (terminal; the PCI core follows with [`remove`](Self::remove)),
-    /// `DISCONNECT`.
+    /// is `NEED_RESET`, or `CAN_RECOVER` if the cycle already ended without a reset (every
+    /// voter answered `CAN_RECOVER` before this returned: the clients' `resume` has run,
+    /// the PCI core's [`mmio_enabled`](Self::mmio_enabled) and [`resume`](Self::resume)
+    /// that follow have nothing left to do); `DISCONNECT` if the device cannot reset.
+    /// With votes still outstanding it is `NEED_RESET`, and [`slot_reset`](Self::slot_reset)
+    /// answers `RECOVERED` without a reset if the cycle then ends without one.
+    /// Perm failure: surprise removal (terminal; the PCI core follows with
+    /// [`remove`](Self::remove)), `DISCONNECT`.
     pub fn error_detected(&self, dev: DeviceId, state: PciChannelState) -> PciErsResult {
         let Ok(d) = dev_index(dev) else {
             return PciErsResult::Disconnect;
         };
-        self.with(|g| match state {
+        let mark = self.lock().cycles.len();
+        let answer = self.with(|g| match state {
             PciChannelState::PermFailure => {
                 if g.feed(Input::SurpriseRemoval { device: dev }).is_ok() {
                     g.devs[d].surprise = true;
@@ -1134,7 +1260,32 @@ impl Driver {
                 }
                 _ => PciErsResult::Disconnect,
             },
-        })
+        });
+        // The callbacks ran (unless another thread dispatches): did the votes end the
+        // cycle without a reset?
+        if answer == PciErsResult::NeedReset && self.lock().recovered_since(d, mark) {
+            return PciErsResult::CanRecover;
+        }
+        answer
+    }
+
+    /// `err_handler->mmio_enabled`, after `error_detected` answered `CAN_RECOVER`:
+    /// `RECOVERED` if the cycle ended without a reset, `NEED_RESET` if a reset is still
+    /// to come (a cycle runs: the PCI core goes on with [`slot_reset`](Self::slot_reset)),
+    /// `DISCONNECT` if the device is gone or failed. Never blocks.
+    pub fn mmio_enabled(&self, dev: DeviceId) -> PciErsResult {
+        let Ok(d) = dev_index(dev) else {
+            return PciErsResult::Disconnect;
+        };
+        let g = self.lock();
+        if g.devs[d].reset_cmd {
+            return PciErsResult::NeedReset;
+        }
+        match g.m.phase(dev) {
+            Some(PhaseKind::Running) => PciErsResult::Recovered,
+            Some(PhaseKind::Quiescing | PhaseKind::Executing) => PciErsResult::NeedReset,
+            _ => PciErsResult::Disconnect,
+        }
     }
 
     /// Non-blocking `slot_reset`: `None` while clients are still voting. On
@@ -1180,9 +1331,12 @@ impl Driver {
     }
 
     /// `err_handler->resume`: report the reset done; clients get `RESET_END` (`resume`).
+    /// After a cycle that ended without a reset there is nothing to report (the clients'
+    /// `resume` ran when the last `CAN_RECOVER` vote came in).
     pub fn resume(&self, dev: DeviceId) {
         let Ok(d) = dev_index(dev) else { return };
         self.with(|g| {
+            g.devs[d].forced = false;
             if std::mem::take(&mut g.devs[d].reset_claimed) {
                 let _ = g.feed(Input::ResetDone {
                     device: dev,
@@ -1194,14 +1348,23 @@ impl Driver {
 
     /// `err_handler->reset_prepare` (function reset, FLR): request a cycle and block
     /// until the clients quiesced and the reset may go ahead. `ENODEV` if it cannot.
+    /// The function reset happens whatever the clients vote: a `CAN_RECOVER` vote acks
+    /// like `NEED_RESET` until [`reset_done`](Self::reset_done).
     pub fn reset_prepare(&self, dev: DeviceId) -> Result<(), LinuxError> {
-        if self.error_detected(dev, PciChannelState::Normal) != PciErsResult::NeedReset {
-            return Err(LinuxError::new(Errno::ENODEV));
+        let d = dev_index(dev)?;
+        self.lock().devs[d].forced = true;
+        let r = if self.error_detected(dev, PciChannelState::Normal) != PciErsResult::NeedReset {
+            Err(LinuxError::new(Errno::ENODEV))
+        } else {
+            match self.slot_reset(dev) {
+                PciErsResult::Recovered => Ok(()),
+                _ => Err(LinuxError::new(Errno::ENODEV)),
+            }
+        };
+        if r.is_err() {
+            self.lock().devs[d].forced = false;
         }
-        match self.slot_reset(dev) {
-            PciErsResult::Recovered => Ok(()),
-            _ => Err(LinuxError::new(Errno::ENODEV)),
-        }
+        r
     }
 
     /// `err_handler->reset_done`: the function reset finished (same as `resume`).

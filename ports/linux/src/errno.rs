@@ -88,7 +88,10 @@ pub fn errno_of(e: Error) -> Errno {
             PhaseKind::Failed => Errno::EIO,
             _ => Errno::EBUSY,
         },
-        Error::Vetoed(_) | Error::RequestPending | Error::UnloadAlreadyRequested => Errno::EBUSY,
+        Error::Vetoed(_)
+        | Error::RequestPending
+        | Error::UnloadAlreadyRequested
+        | Error::TooManyOperations => Errno::EBUSY,
         Error::ResetInProgress | Error::OutputBacklog { .. } | Error::ResetNotDelivered => {
             Errno::EAGAIN
         }
@@ -96,6 +99,7 @@ pub fn errno_of(e: Error) -> Errno {
         Error::RegistryFull => Errno::ENOSPC,
         Error::UnknownClient => Errno::ENOENT,
         Error::EpochExhausted => Errno::EOVERFLOW,
+        // NoOperationInFlight, AlreadyCannotPause, NotCannotPause and the other misuses.
         _ => Errno::EINVAL,
     }
 }

@@ -191,6 +191,7 @@ pub fn run(schedule: &[u8]) -> Result<(), String> {
         },
         detach_timeout: 50,
         callback_timeout: 200,
+        operation_timeout: 50,
     };
     let clock = std::sync::Arc::new(ManualClock::new(Tick(0)));
     let d = Driver::cooperative_with_clock(

@@ -28,6 +28,7 @@ const CONFIG: Config = Config {
     trusted_policy: TrustedTimeoutPolicy::Revoke,
     detach_timeout: 50,
     callback_timeout: 200,
+    operation_timeout: 50,
 };
 
 type Clk = std::sync::Arc<ManualClock>;

@@ -19,6 +19,7 @@ const CONFIG: Config = Config {
     trusted_policy: TrustedTimeoutPolicy::Revoke,
     detach_timeout: 50,
     callback_timeout: 200,
+    operation_timeout: 100,
 };
 
 fn driver() -> (Arc<Driver>, Log) {
@@ -348,5 +349,123 @@ fn unload_is_a_fence() {
         d.probe(DeviceId(1), &[IB]).unwrap_err().errno,
         Errno::ENODEV
     );
+    d.audit(true).unwrap();
+}
+
+#[test]
+fn can_recover_votes_end_the_cycle_without_a_reset() {
+    let (d, log) = driver();
+    d.register_client(
+        Recorder::new(0, PciErsResult::CanRecover, &log),
+        ClientKind::Trusted,
+    )
+    .unwrap();
+    assert_eq!(
+        d.error_detected(DEV, PciChannelState::Normal),
+        PciErsResult::CanRecover
+    );
+    assert_eq!(d.mmio_enabled(DEV), PciErsResult::Recovered);
+    d.resume(DEV);
+    assert_eq!(
+        events_of(&log, 0),
+        vec![
+            What::Add,
+            What::Reset(PciErsResult::CanRecover),
+            What::ResetEnd(Epoch(0)),
+        ]
+    );
+    assert!(!oracle::snapshot(&log)
+        .iter()
+        .any(|e| matches!(e, Entry::HwReset { .. })));
+    assert_eq!(d.cycles(), vec![(DEV, CycleOutcome::Recovered(Epoch(0)))]);
+    d.unload().unwrap();
+    oracle::check(&oracle::snapshot(&log), true).unwrap();
+    d.audit(true).unwrap();
+}
+
+#[test]
+fn one_need_reset_vote_keeps_the_reset() {
+    let (d, log) = driver();
+    for (c, vote) in [(0, PciErsResult::CanRecover), (1, PciErsResult::NeedReset)] {
+        d.register_client(Recorder::new(c, vote, &log), ClientKind::Trusted)
+            .unwrap();
+    }
+    assert_eq!(
+        d.error_detected(DEV, PciChannelState::Normal),
+        PciErsResult::NeedReset
+    );
+    assert_eq!(d.slot_reset(DEV), PciErsResult::Recovered);
+    d.resume(DEV);
+    assert_eq!(d.cycles(), vec![(DEV, CycleOutcome::Completed(Epoch(1)))]);
+    d.unload().unwrap();
+    oracle::check(&oracle::snapshot(&log), true).unwrap();
+    d.audit(true).unwrap();
+}
+
+#[test]
+fn slot_reset_waits_for_a_hardware_operation_in_flight() {
+    let (d, log) = driver();
+    let k = d
+        .register_client(
+            Recorder::new(0, PciErsResult::NeedReset, &log),
+            ClientKind::Trusted,
+        )
+        .unwrap();
+    d.begin_hw_op(k, DEV).unwrap();
+    assert_eq!(
+        d.error_detected(DEV, PciChannelState::Frozen),
+        PciErsResult::NeedReset
+    );
+    assert_eq!(d.poll_slot_reset(DEV), None);
+    d.end_hw_op(k, DEV).unwrap();
+    assert_eq!(
+        d.end_hw_op(k, DEV).unwrap_err().errno,
+        Errno::EINVAL,
+        "no operation in flight any more"
+    );
+    assert_eq!(d.poll_slot_reset(DEV), Some(PciErsResult::Recovered));
+    d.resume(DEV);
+    d.post(k, DEV).unwrap(); // grant and AccessDone in one call
+    assert_eq!(d.cycles(), vec![(DEV, CycleOutcome::Completed(Epoch(1)))]);
+    d.unload().unwrap();
+    oracle::check(&oracle::snapshot(&log), true).unwrap();
+    d.audit(true).unwrap();
+}
+
+#[test]
+fn an_operation_that_overruns_is_fenced_before_the_reset_and_its_late_end_not_reported() {
+    let (d, log, clock) = driver_with_clock();
+    let u = d
+        .register_client(
+            Recorder::new(0, PciErsResult::NeedReset, &log),
+            ClientKind::Untrusted,
+        )
+        .unwrap();
+    d.begin_hw_op(u, DEV).unwrap();
+    assert_eq!(
+        d.error_detected(DEV, PciChannelState::Frozen),
+        PciErsResult::NeedReset
+    );
+    // The operation's deadline revokes the context; the fence waits the operation out.
+    while d.poll_slot_reset(DEV).is_none() {
+        let t = d.next_timeout().expect("a deadline while the reset waits");
+        clock.set(t);
+        d.timeout().unwrap();
+    }
+    let snap = oracle::snapshot(&log);
+    let fenced = snap
+        .iter()
+        .position(|e| matches!(e, Entry::Fenced { c: 0, .. }))
+        .expect("fenced");
+    let reset = snap
+        .iter()
+        .position(|e| matches!(e, Entry::HwReset { .. }))
+        .expect("reset ran");
+    assert!(fenced < reset, "the fence comes before the reset");
+    d.resume(DEV);
+    d.end_hw_op(u, DEV).unwrap(); // late: not reported to the core
+    assert_eq!(d.post(u, DEV).unwrap_err().errno, Errno::EIO);
+    d.unload().unwrap();
+    oracle::check(&oracle::snapshot(&log), true).unwrap();
     d.audit(true).unwrap();
 }

@@ -2,8 +2,8 @@
 //! completion, start/shutdown/release), the reset worker, IRPs and the mlx4 interface.
 
 use pnp_lifecycle::{
-    Access, ClientHandle, ClientKind, Config, DeviceId, Epoch, Event, Input, LinkState, PhysPort,
-    PortCaps, RequestToken, ResetAnswer, ResetResult, StartResult, Tick, Unregistered,
+    ClientHandle, ClientKind, Config, DeviceId, Epoch, Event, Input, LinkState, PhysPort, PortCaps,
+    RequestToken, ResetAnswer, ResetResult, StartResult, Tick, Unregistered,
 };
 
 use crate::clock::{Clock, MonotonicClock};
@@ -429,6 +429,17 @@ impl MlxInterface {
         self.driver.with(|c| c.reset_execute(self.handle))
     }
 
+    /// The client cannot pause its work: `IRP_MN_QUERY_STOP_DEVICE` fails
+    /// (`STATUS_DEVICE_BUSY`) until [`Self::can_pause`].
+    pub fn cannot_pause(&self) -> Result<(), NtStatus> {
+        self.driver.with(|c| c.cannot_pause(self.handle))
+    }
+
+    /// The client can pause its work again.
+    pub fn can_pause(&self) -> Result<(), NtStatus> {
+        self.driver.with(|c| c.can_pause(self.handle))
+    }
+
     /// Acquire the current interface (after RESET_END: a fresh epoch).
     pub fn acquire(&self) -> Result<MlxInterface, NtStatus> {
         let epoch = self.driver.with(|c| c.acquire_interface(self.handle))?;
@@ -441,15 +452,14 @@ impl MlxInterface {
 
     /// A hardware operation through this interface: holds the remove lock across the
     /// core's check and the operation itself (`IoAcquireRemoveLock` ... `IoReleaseRemoveLock`).
+    /// The operation is in flight in the core from the grant until it returns (then
+    /// `AccessDone` is fed, unless the client was fenced meanwhile): no stop, hardware reset
+    /// or removal teardown is commanded under it.
     pub fn hardware_op(&self) -> Result<(), NtStatus> {
         let device = self.handle.device;
         self.driver.with(|c| {
             c.remove_lock(device)?.acquire()?;
-            let granted = c.feed(Input::Access {
-                client: self.handle,
-                epoch: self.epoch,
-                what: Access::HardwareOp,
-            });
+            let granted = c.access_hardware(self.handle, self.epoch);
             if granted.is_err() {
                 if let Ok(l) = c.remove_lock(device) {
                     l.release();
@@ -459,6 +469,7 @@ impl MlxInterface {
         })?;
         self.driver.inner.hal.client_op(device, self.handle);
         self.driver.with(|c| {
+            c.access_done(self.handle);
             if let Ok(l) = c.remove_lock(device) {
                 l.release();
             }

@@ -107,8 +107,13 @@ impl From<Error> for NtStatus {
             | Error::AlreadyHolding
             | Error::NotHolding
             | Error::NoCallbackInFlight
+            | Error::NoOperationInFlight
+            | Error::AlreadyCannotPause
+            | Error::NotCannotPause
             | Error::NoFenceRequested => NtStatus::INVALID_DEVICE_REQUEST,
-            Error::RegistryFull | Error::EpochExhausted => NtStatus::INSUFFICIENT_RESOURCES,
+            Error::RegistryFull | Error::EpochExhausted | Error::TooManyOperations => {
+                NtStatus::INSUFFICIENT_RESOURCES
+            }
             Error::UnknownClient => NtStatus::INVALID_HANDLE,
             Error::ClientRevoked => NtStatus::ACCESS_DENIED,
             Error::StaleEpoch { .. } => NtStatus::REVISION_MISMATCH,

@@ -108,7 +108,9 @@ pub fn check(observations: &[Observation], finished: bool) -> Result<(), String>
                         c.open_reset = true;
                         c.answered = false;
                     }
-                    Event::ResetEnd { .. } => c.open_reset = false,
+                    // A cycle that ended without a reset answers RESET too (the port
+                    // delivers it as RESET_END with the same epoch; accepted either way).
+                    Event::ResetEnd { .. } | Event::Recovered { .. } => c.open_reset = false,
                     Event::Removed { .. } | Event::Revoked => {
                         c.open_reset = false;
                         c.last_event_seen = true;

@@ -8,9 +8,9 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use pnp_lifecycle::{
-    queue_capacity, ClientHandle, ClientKind, Config, CycleOutcome, DeviceId, Epoch, Event,
+    queue_capacity, Access, ClientHandle, ClientKind, Config, CycleOutcome, DeviceId, Epoch, Event,
     HardwareCommand, Input, Lifecycle, Output, Reply, RequestToken, ResetAnswer, ResetResult,
-    StartResult, Unregistered,
+    StartResult, Tick, Unregistered,
 };
 
 use crate::clock::{Clock, MonotonicClock};
@@ -143,7 +143,10 @@ pub enum Work<Cb, R> {
     Callback {
         /// The client.
         client: ClientHandle,
-        /// The event (RESET, RESET_END, Removed, Revoked, link...).
+        /// The event (RESET, RESET_END, Removed, Revoked, link...). The core's
+        /// `Event::Recovered` (a cycle that ended without a hardware reset) is delivered as
+        /// `RESET_END` with the unchanged epoch: the mlx4 interface has no other end of a
+        /// reset, and acquiring the interface again hands out the same epoch.
         event: Event,
         /// The callback the client registered (`None` only if the core named a client the
         /// port never saw, which [`PortCore::anomalies`] counts).
@@ -164,11 +167,14 @@ pub enum Work<Cb, R> {
     },
     /// A reset cycle ended.
     CycleFinished(DeviceId, CycleOutcome),
-    /// The client was revoked with a callback in flight and the port fenced it: its
-    /// queued callback (if it had not started) was cancelled, every later call through
-    /// its interface fails (`STATUS_ACCESS_DENIED`), and `FenceDone` was fed. A callback
-    /// still running is not waited for: it can no longer reach the hardware through the
-    /// port, and its late return is not reported to the core.
+    /// The client was revoked with a callback or a hardware operation in flight and the
+    /// port fenced it: its queued callback (if it had not started) was cancelled, every
+    /// later call through its interface fails (`STATUS_ACCESS_DENIED`), and `FenceDone` was
+    /// fed (at once, or, if a hardware operation of the client is running, once it returns
+    /// or the config's `operation_timeout` passed, whichever is first: see
+    /// [`PortCore::timeout`]). A callback still running is not waited for: it can no
+    /// longer reach the hardware through the port, and its late return (or a late
+    /// operation's end) is not reported to the core.
     Fenced(ClientHandle),
     /// A client's slot is free (a blocking unregister may return).
     ClientGone(ClientHandle),
@@ -197,6 +203,12 @@ pub struct PortCore<Cb, R> {
     fenced: Vec<ClientHandle>,
     /// Fences carried out whose `FenceDone` is still to be fed.
     fence_done_owed: VecDeque<ClientHandle>,
+    /// Granted hardware operations still running, one entry per operation.
+    ops_in_flight: Vec<ClientHandle>,
+    /// Fences waiting for a running hardware operation, until a deadline.
+    fence_waiting: Vec<(ClientHandle, Tick)>,
+    /// How long a fence waits out a running hardware operation.
+    fence_grace: u64,
 }
 
 impl<Cb: Clone, R> PortCore<Cb, R> {
@@ -219,6 +231,9 @@ impl<Cb: Clone, R> PortCore<Cb, R> {
             clock,
             fenced: Vec::new(),
             fence_done_owed: VecDeque::new(),
+            ops_in_flight: Vec::new(),
+            fence_waiting: Vec::new(),
+            fence_grace: config.operation_timeout,
         }
     }
 
@@ -299,19 +314,45 @@ impl<Cb: Clone, R> PortCore<Cb, R> {
     /// The fence, in Windows terms: cancel the client's callback if it is still queued
     /// (complete its outstanding request), tear down its mapping (every later call through
     /// its interface is refused by the core: `STATUS_ACCESS_DENIED`), and report it done.
-    /// Never blocks.
+    /// Never blocks. A hardware operation of the client still running is waited out (the
+    /// fence is done when it returns, or at the first [`Self::timeout`] past the config's
+    /// `operation_timeout`), so the hardware is not touched under it.
     fn fence(&mut self, client: ClientHandle) {
         if !self.fenced.contains(&client) {
             self.fenced.push(client);
         }
         self.fifo
             .retain(|w| !matches!(w, Work::Callback { client: c, .. } if *c == client));
-        self.fence_done_owed.push_back(client);
+        if self.ops_in_flight.contains(&client) {
+            let deadline = self.clock.now().after(self.fence_grace);
+            self.fence_waiting.push((client, deadline));
+        } else {
+            self.fence_done_owed.push_back(client);
+        }
+    }
+
+    /// Fences whose grace passed: done, whether or not the operation returned.
+    fn expire_fences(&mut self) {
+        let now = self.clock.now();
+        let mut i = 0;
+        while i < self.fence_waiting.len() {
+            if self.fence_waiting[i].1 <= now {
+                let (client, _) = self.fence_waiting.remove(i);
+                self.fence_done_owed.push_back(client);
+            } else {
+                i += 1;
+            }
+        }
     }
 
     fn route(&mut self, output: Output) {
         let work = match output {
             Output::Notify { client, event } => {
+                // A cycle that ended without a hardware reset: RESET_END, same epoch.
+                let event = match event {
+                    Event::Recovered { epoch } => Event::ResetEnd { epoch },
+                    other => other,
+                };
                 let callback = self
                     .clients
                     .iter()
@@ -492,6 +533,49 @@ impl<Cb: Clone, R> PortCore<Cb, R> {
         self.client_call(Input::ResetExecute { client }).map(drop)
     }
 
+    /// A hardware operation through the interface of `epoch` may begin (the core's grant).
+    /// It is in flight until [`Self::access_done`]; the caller holds the remove lock.
+    pub fn access_hardware(&mut self, client: ClientHandle, epoch: Epoch) -> Result<(), NtStatus> {
+        self.feed(Input::Access {
+            client,
+            epoch,
+            what: Access::HardwareOp,
+        })?;
+        self.ops_in_flight.push(client);
+        Ok(())
+    }
+
+    /// A granted hardware operation returned. Not reported for a fenced client (same rule
+    /// as [`Self::callback_done`]); a fence that waited for it is done.
+    pub fn access_done(&mut self, client: ClientHandle) {
+        if let Some(pos) = self.ops_in_flight.iter().position(|c| *c == client) {
+            self.ops_in_flight.swap_remove(pos);
+        }
+        if self.fenced.contains(&client) {
+            if !self.ops_in_flight.contains(&client) {
+                if let Some(pos) = self.fence_waiting.iter().position(|(c, _)| *c == client) {
+                    self.fence_waiting.remove(pos);
+                    self.fence_done_owed.push_back(client);
+                    self.drain();
+                }
+            }
+            return;
+        }
+        if self.feed(Input::AccessDone { client }).is_err() {
+            self.anomalies += 1;
+        }
+    }
+
+    /// The client cannot pause its work: query stop is vetoed until [`Self::can_pause`].
+    pub fn cannot_pause(&mut self, client: ClientHandle) -> Result<(), NtStatus> {
+        self.client_call(Input::CannotPause { client }).map(drop)
+    }
+
+    /// The client can pause its work again.
+    pub fn can_pause(&mut self, client: ClientHandle) -> Result<(), NtStatus> {
+        self.client_call(Input::CanPause { client }).map(drop)
+    }
+
     /// Acquire the current interface (after RESET_END).
     pub fn acquire_interface(&mut self, client: ClientHandle) -> Result<Epoch, NtStatus> {
         match self.client_call(Input::AcquireInterface { client })? {
@@ -534,15 +618,22 @@ impl<Cb: Clone, R> PortCore<Cb, R> {
         }
     }
 
-    /// The timer fired: feed `Input::Timeout` at the clock's `now` (due when the clock
-    /// reaches [`Self::poll_timeout`]; feeding it early is harmless).
+    /// The timer fired: end the fences whose wait for an operation passed its grace, then
+    /// feed `Input::Timeout` at the clock's `now` (due when the clock reaches
+    /// [`Self::poll_timeout`]; feeding it early is harmless).
     pub fn timeout(&mut self) -> Result<(), NtStatus> {
+        self.expire_fences();
+        self.drain();
         self.feed(Input::Timeout).map(drop)
     }
 
-    /// When the core next needs [`Self::timeout`].
-    pub fn poll_timeout(&self) -> Option<pnp_lifecycle::Tick> {
-        self.machine.poll_timeout()
+    /// When the core (or a fence waiting out an operation) next needs [`Self::timeout`].
+    pub fn poll_timeout(&self) -> Option<Tick> {
+        let fences = self.fence_waiting.iter().map(|(_, t)| *t).min();
+        match (self.machine.poll_timeout(), fences) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     /// `DriverUnload`: the core's unload fence.
