@@ -10,6 +10,11 @@
 //! the clients quiesce: the cycle aborts, every client is told Removed, and unload finishes
 //! exactly once, after the last callback comes back.
 //!
+//! A hardware operation races the first reset: SRP posts one last I/O before it answers
+//! `RESET`, and the hardware reset waits for it to finish. At the end the library's own
+//! flight recorder ([`Recorder`]) prints the last inputs it kept, as an owner would dump
+//! it after a failure.
+//!
 //! Run with `cargo run --example soft_reset`.
 
 use pnp_lifecycle::*;
@@ -29,7 +34,12 @@ struct Timeline {
     now: Tick,
     step: u32,
     names: Vec<(ClientHandle, &'static str)>,
+    /// The library's flight recorder: the last records, oldest dropped first.
+    recorder: Recorder<RECORDS, 16>,
 }
+
+/// How many inputs the flight recorder keeps.
+const RECORDS: usize = 12;
 
 impl Timeline {
     fn name(&self, c: ClientHandle) -> String {
@@ -82,6 +92,8 @@ impl Timeline {
     fn feed(&mut self, label: &str, input: Input) -> Fed {
         self.step += 1;
         let reply = self.m.handle(self.now, input);
+        self.recorder
+            .record(self.now, input, reply, self.m.pending_outputs());
         let outputs: Vec<Output> = core::iter::from_fn(|| self.m.poll_output()).collect();
         let answer = match &reply {
             Ok(Reply::Accepted) => "ok".to_string(),
@@ -143,6 +155,7 @@ fn main() {
         now: Tick(0),
         step: 0,
         names: Vec::new(),
+        recorder: Recorder::new(),
     };
     let c = Config::DEFAULT;
     println!("== pnp-lifecycle: WinOF soft reset racing driver unload ==");
@@ -206,15 +219,30 @@ fn main() {
         "srp: reset_request (coalesces)",
         Input::ResetRequest { client: srp },
     );
+    t.at(60_025);
+    t.feed(
+        "srp: posts one last I/O (in flight)",
+        Input::Access {
+            client: srp,
+            epoch: Epoch(0),
+            what: Access::HardwareOp,
+        },
+    );
     t.at(60_030);
     t.feed(
-        "srp: reset_execute (quiesced)",
+        "srp: reset_execute (its I/O still runs)",
         Input::ResetExecute { client: srp },
     );
     t.at(60_999);
     t.feed("an early timer: uverbs still silent", Input::Timeout);
     let out = t.timer_fires("the timer fires at the deadline");
+    println!("       (every vote is in, but srp's I/O is in flight: the reset waits for it)");
     t.return_callbacks(&out);
+    t.at(61_020);
+    t.feed(
+        "srp: its I/O completes (AccessDone)",
+        Input::AccessDone { client: srp },
+    );
     t.at(61_050);
     let out = t.feed(
         "reset worker: hardware reset succeeded",
@@ -251,6 +279,10 @@ fn main() {
             epoch: Epoch(1),
             what: Access::HardwareOp,
         },
+    );
+    t.feed(
+        "ipoib: the work completes",
+        Input::AccessDone { client: ipoib },
     );
 
     println!("\n-- a second user-space context binds port 0; its link callback hangs --");
@@ -349,4 +381,6 @@ fn main() {
     t.feed("anything after unload", Input::Timeout);
     assert_eq!(t.m.driver_phase(), DriverPhase::Unloaded);
     println!("\nunload finished exactly once; the machine now refuses every input.");
+    println!("\n== the flight recorder (pnp_lifecycle::Recorder), its last {RECORDS} records ==\n");
+    print!("{}", t.recorder);
 }

@@ -304,6 +304,28 @@ fn reach(
             o.ok(Input::ResetRequest { client: c });
             o.ok(Input::ResetExecute { client: c });
         }
+        Stopping => {
+            // The stop waits for the client's hardware operation in flight.
+            assert_eq!(
+                o.step(Input::Access {
+                    client: c,
+                    epoch: Epoch(0),
+                    what: Access::HardwareOp
+                })
+                .0,
+                Ok(Reply::AccessGranted)
+            );
+            let t = o.token();
+            o.ok(Input::QueryStop {
+                device: DEV,
+                token: t,
+            });
+            let t = o.token();
+            o.ok(Input::Stop {
+                device: DEV,
+                token: t,
+            });
+        }
         StopPending | Stopped => {
             let t = o.token();
             o.ok(Input::QueryStop {
@@ -971,7 +993,8 @@ fn register_during_reset_is_admitted_is_not_a_voter_and_gets_reset_end() {
             ClientState::Active {
                 role: Role::Joined,
                 fresh: true,
-                holding: false
+                holding: false,
+                cannot_pause: false
             }
         );
         let not_voting = if during == PhaseKind::Quiescing {
@@ -1980,7 +2003,9 @@ fn device_ids_beyond_capacity_are_refused() {
 /// each slot a bounded mailbox (three ordered events, a bit a port, a last event) and the
 /// time its callback was handed over, so a slot is no longer 8 bytes; this pins the new
 /// figure so that growth is a decision, not an accident.
-const SLOT_BYTES: usize = 72;
+/// Issue 10 added the count of hardware operations in flight, the fence flag and the
+/// cannot-pause flag: 80 bytes.
+const SLOT_BYTES: usize = 80;
 
 #[test]
 fn a_client_slot_is_at_most_its_documented_size() {
@@ -2856,6 +2881,26 @@ fn fatal_error_is_answered_in_every_present_state() {
     }
     answered.insert(StopPending);
 
+    // Stopping (waiting for an operation in flight): deferred; the stop absorbs it when
+    // the operation finishes, or surprise removal answers it.
+    for surprise in [false, true] {
+        let mut o = owner();
+        let c = reach(&mut o, Stopping).unwrap();
+        assert_eq!(fatal(&mut o), (deferred, vec![]));
+        let out = if surprise {
+            o.ok(Input::SurpriseRemoval { device: DEV })
+        } else {
+            o.ok(Input::AccessDone { client: c })
+        };
+        let expected = if surprise {
+            CycleOutcome::AbortedBySurpriseRemoval
+        } else {
+            CycleOutcome::FoldedIntoStop
+        };
+        assert_eq!(outcomes(&out), vec![expected]);
+    }
+    answered.insert(Stopping);
+
     // Remove pending from running: deferred; cancel remove serves it, removal aborts it.
     let ends: [(Then, CycleOutcome); 3] = [
         (
@@ -3180,4 +3225,830 @@ fn failed_reset_answers_reset_with_device_fatal() {
         }
         assert!(!waiting, "{client:?} left hanging: {events:?}");
     }
+}
+
+// ---- issue 10: hardware operations bracketed and drained, fences, vetoes, recovery ------
+
+const OP_DEADLINE: u64 = Config::DEFAULT.operation_timeout;
+
+fn op(client: ClientHandle) -> Input {
+    Input::Access {
+        client,
+        epoch: Epoch(0),
+        what: Access::HardwareOp,
+    }
+}
+
+fn grant(o: &mut O1, client: ClientHandle) {
+    assert_eq!(o.step(op(client)).0, Ok(Reply::AccessGranted));
+}
+
+/// Query stop, then stop; returns the stop's token.
+fn query_stop_and_stop(o: &mut O1) -> (RequestToken, Vec<Output>) {
+    let t = o.token();
+    o.ok(Input::QueryStop {
+        device: DEV,
+        token: t,
+    });
+    let t = o.token();
+    let out = o.ok(Input::Stop {
+        device: DEV,
+        token: t,
+    });
+    (t, out)
+}
+
+fn stopped_and_released(token: RequestToken) -> Vec<Output> {
+    vec![
+        hw(HardwareCommand::Shutdown),
+        hw(HardwareCommand::ReleaseResources),
+        complete(token, Status::Success),
+    ]
+}
+
+/// DESIGN "Clients" (brackets) and I12: the stop commands no shutdown or release while a
+/// client's hardware operation is in flight; it waits, and finishes when the operation does.
+#[test]
+fn stop_waits_for_operations_in_flight() {
+    let (mut o, c) = running_with(&[ClientKind::Trusted]);
+    grant(&mut o, c[0]);
+    grant(&mut o, c[0]);
+    let (t, out) = query_stop_and_stop(&mut o);
+    assert_eq!(out, vec![notify(c[0], Event::DeviceStopped)]);
+    assert_eq!(o.phase(DEV), PhaseKind::Stopping);
+    assert_eq!(o.view(c[0]).operations_in_flight, 2);
+    o.return_callbacks(DEV);
+    o.advance(100);
+    assert_eq!(o.ok(Input::AccessDone { client: c[0] }), vec![], "one left");
+    assert_eq!(o.phase(DEV), PhaseKind::Stopping);
+    // Nothing new is granted while stopping.
+    o.refused(
+        op(c[0]),
+        Error::InvalidState {
+            phase: PhaseKind::Stopping,
+            input: InputKind::Access,
+        },
+    );
+    assert_eq!(
+        o.ok(Input::AccessDone { client: c[0] }),
+        stopped_and_released(t)
+    );
+    assert_eq!(o.phase(DEV), PhaseKind::Stopped);
+    assert_eq!(o.m.poll_timeout(), None);
+    // A stop with nothing in flight does not wait.
+    let (mut o, c) = running_with(&[ClientKind::Trusted]);
+    let (t, out) = query_stop_and_stop(&mut o);
+    let mut expected = vec![notify(c[0], Event::DeviceStopped)];
+    expected.extend(stopped_and_released(t));
+    assert_eq!(out, expected);
+}
+
+/// DESIGN "Clients": the stop's wait has a deadline (`operation_timeout`, from the stop);
+/// the client that overruns it is revoked and fenced, and the hardware is shut down only
+/// once the owner reports the fence done.
+#[test]
+fn stop_fences_an_operation_that_outlasts_its_deadline() {
+    let (mut o, c) = running_with(&[ClientKind::Trusted, ClientKind::Untrusted]);
+    grant(&mut o, c[1]);
+    o.at(10);
+    let (t, _) = query_stop_and_stop(&mut o);
+    o.return_callbacks(DEV);
+    assert_eq!(o.m.poll_timeout(), Some(Tick(10 + OP_DEADLINE)));
+    assert_eq!(
+        o.timeout_at(10 + OP_DEADLINE - 1),
+        vec![],
+        "not before the deadline"
+    );
+    assert_eq!(o.fire_timeout(), vec![Output::Fence { client: c[1] }]);
+    assert_eq!(
+        o.phase(DEV),
+        PhaseKind::Stopping,
+        "no shutdown before the fence"
+    );
+    assert_eq!(o.view(c[1]).state, ClientState::Revoked);
+    assert_eq!(
+        o.m.poll_timeout(),
+        None,
+        "the fence is the owner's to report"
+    );
+    // A late AccessDone is accepted and ignored: only the fence ends the wait.
+    assert_eq!(o.ok(Input::AccessDone { client: c[1] }), vec![]);
+    assert_eq!(o.phase(DEV), PhaseKind::Stopping);
+    o.advance(1);
+    assert_eq!(
+        o.ok(Input::FenceDone { client: c[1] }),
+        stopped_and_released(t)
+    );
+    o.refused(
+        Input::AccessDone { client: c[1] },
+        Error::NoOperationInFlight,
+    );
+    // Revoked: every later call fails (a hardware call is refused by the stopped state).
+    o.refused(
+        op(c[1]),
+        Error::InvalidState {
+            phase: PhaseKind::Stopped,
+            input: InputKind::Access,
+        },
+    );
+    o.refused(Input::Hold { client: c[1] }, Error::ClientRevoked);
+    // The trusted client, which had nothing in flight, is untouched.
+    assert!(matches!(o.view(c[0]).state, ClientState::Active { .. }));
+}
+
+/// DESIGN "Clients": a revoked client's operation in flight is fenced before the hardware
+/// is touched: the reset waits for the fence (issue 10, finding 2).
+#[test]
+fn revocation_fences_operation_in_flight_before_reset() {
+    let (mut o, c) = running_with(&[ClientKind::Trusted, ClientKind::Untrusted]);
+    let (kernel, user) = (c[0], c[1]);
+    o.ok(Input::ResetRequest { client: kernel });
+    o.return_callbacks(DEV);
+    // The untrusted voter is granted an operation while quiescing, then goes silent.
+    grant(&mut o, user);
+    assert_eq!(o.ok(Input::ResetExecute { client: kernel }), vec![]);
+    assert_eq!(o.m.poll_timeout(), Some(Tick(UNTRUSTED_ACK)));
+    assert_eq!(
+        o.fire_timeout(),
+        vec![Output::Fence { client: user }],
+        "revoked and fenced, no reset yet"
+    );
+    assert_eq!(o.phase(DEV), PhaseKind::Quiescing);
+    // However long the fence takes, the hardware is not reset before it.
+    assert_eq!(o.m.poll_timeout(), None);
+    assert_eq!(o.timeout_at(UNTRUSTED_ACK + 10 * OP_DEADLINE), vec![]);
+    assert_eq!(o.phase(DEV), PhaseKind::Quiescing);
+    assert_eq!(
+        o.ok(Input::FenceDone { client: user }),
+        vec![hw(HardwareCommand::Reset)]
+    );
+    let out = o.ok(Input::ResetDone {
+        device: DEV,
+        result: ResetResult::Succeeded,
+    });
+    assert_eq!(
+        out,
+        vec![
+            notify(kernel, Event::ResetEnd { epoch: Epoch(1) }),
+            finished(CycleOutcome::Completed(Epoch(1))),
+        ]
+    );
+    assert_eq!(
+        o.events_of(user),
+        vec![Event::Reset],
+        "fenced: no event after"
+    );
+}
+
+const UNTRUSTED_ACK: u64 = Config::DEFAULT.untrusted_ack_timeout;
+
+/// DESIGN "The reset cycle" and I12: after the last vote the hardware reset waits for
+/// operations in flight, and runs when the last one finishes.
+#[test]
+fn reset_waits_for_operations_in_flight_after_the_last_vote() {
+    let (mut o, c) = running_with(&[ClientKind::Trusted, ClientKind::Trusted]);
+    o.ok(Input::ResetRequest { client: c[0] });
+    o.return_callbacks(DEV);
+    grant(&mut o, c[0]);
+    grant(&mut o, c[1]);
+    o.ok(Input::ResetExecute { client: c[0] });
+    o.at(50);
+    assert_eq!(o.ok(Input::ResetExecute { client: c[1] }), vec![]);
+    assert_eq!(
+        o.m.phase_detail(DEV),
+        Some(Phase::Quiescing {
+            since: Tick(0),
+            voters: 0,
+            reset_needed: true,
+            draining: Some(Tick(50)),
+        })
+    );
+    assert_eq!(o.m.poll_timeout(), Some(Tick(50 + OP_DEADLINE)));
+    assert_eq!(o.ok(Input::AccessDone { client: c[1] }), vec![]);
+    assert_eq!(
+        o.ok(Input::AccessDone { client: c[0] }),
+        vec![hw(HardwareCommand::Reset)]
+    );
+}
+
+/// DESIGN "Clients": the reset's wait for operations has a deadline counted from the last
+/// vote; the overrunning client is revoked and fenced, the reset follows the fence.
+#[test]
+fn reset_fences_an_operation_that_outlasts_its_deadline() {
+    let (mut o, c) = running_with(&[ClientKind::Trusted, ClientKind::Trusted]);
+    o.ok(Input::ResetRequest { client: c[0] });
+    o.return_callbacks(DEV);
+    grant(&mut o, c[1]);
+    o.ok(Input::ResetExecute { client: c[0] });
+    o.at(70);
+    o.ok(Input::ResetExecute { client: c[1] });
+    assert_eq!(o.timeout_at(70 + OP_DEADLINE - 1), vec![]);
+    assert_eq!(o.fire_timeout(), vec![Output::Fence { client: c[1] }]);
+    assert_eq!(o.now, Tick(70 + OP_DEADLINE));
+    assert_eq!(o.phase(DEV), PhaseKind::Quiescing);
+    assert_eq!(
+        o.ok(Input::FenceDone { client: c[1] }),
+        vec![hw(HardwareCommand::Reset)]
+    );
+    let out = o.ok(Input::ResetDone {
+        device: DEV,
+        result: ResetResult::Succeeded,
+    });
+    assert!(out.contains(&notify(c[0], Event::ResetEnd { epoch: Epoch(1) })));
+    assert!(!out
+        .iter()
+        .any(|x| matches!(x, Output::Notify { client, .. } if *client == c[1])));
+}
+
+/// DESIGN "Clients" (open handles and vetoes) and I10: a client that cannot pause vetoes
+/// query stop, naming why; the veto changes nothing; once it can pause the query succeeds.
+#[test]
+fn query_stop_vetoed_by_client_that_cannot_pause() {
+    let (mut o, c) = running_with(&[ClientKind::Trusted, ClientKind::Untrusted]);
+    o.ok(Input::CannotPause { client: c[1] });
+    o.refused(
+        Input::CannotPause { client: c[1] },
+        Error::AlreadyCannotPause,
+    );
+    o.refused(Input::CanPause { client: c[0] }, Error::NotCannotPause);
+    let before = o.m.clone();
+    let t = o.token();
+    // `step` asserts that the refusal changed nothing and queued nothing (I10).
+    o.refused(
+        Input::QueryStop {
+            device: DEV,
+            token: t,
+        },
+        Error::Vetoed(VetoReason::ClientCannotPause),
+    );
+    assert_eq!(o.m, before);
+    assert_eq!(o.phase(DEV), PhaseKind::Running);
+    // Query remove is not affected by it (only holding vetoes query remove).
+    let mut f = o.fork();
+    let t = f.token();
+    f.ok(Input::QueryRemove {
+        device: DEV,
+        token: t,
+    });
+    // Nor is a reset cycle.
+    let mut f = o.fork();
+    assert_eq!(
+        f.step(Input::ResetRequest { client: c[0] }).0,
+        Ok(Reply::Reset(ResetAnswer::Started))
+    );
+    o.ok(Input::CanPause { client: c[1] });
+    let t = o.token();
+    assert_eq!(
+        o.ok(Input::QueryStop {
+            device: DEV,
+            token: t
+        }),
+        vec![complete(t, Status::Success)]
+    );
+    // A client that leaves takes its veto with it.
+    let (mut o, c) = running_with(&[ClientKind::Untrusted]);
+    o.ok(Input::CannotPause { client: c[0] });
+    o.ok(Input::Unregister { client: c[0] });
+    let t = o.token();
+    o.ok(Input::QueryStop {
+        device: DEV,
+        token: t,
+    });
+    // And the holding veto names its own reason.
+    let (mut o, c) = running_with(&[ClientKind::Untrusted]);
+    o.ok(Input::Hold { client: c[0] });
+    let t = o.token();
+    o.refused(
+        Input::QueryRemove {
+            device: DEV,
+            token: t,
+        },
+        Error::Vetoed(VetoReason::ClientHoldsDevice),
+    );
+}
+
+/// DESIGN "The reset cycle": when every voter says it can recover, the cycle ends without
+/// a hardware reset; the epoch is unchanged, clients are told `Recovered`, the request
+/// (here a fatal error) is answered, and the old interface is still good.
+#[test]
+fn cycle_without_reset_keeps_the_epoch() {
+    let (mut o, c) = running_with(&[ClientKind::Trusted, ClientKind::Untrusted]);
+    assert_eq!(
+        fatal(&mut o).0,
+        Ok(Reply::Fatal(FatalAnswer::Served(ResetAnswer::Started)))
+    );
+    o.return_callbacks(DEV);
+    // A client registered during the cycle is not a voter but hears its end.
+    let late = o.register(DEV, ClientKind::Trusted);
+    o.refused(Input::CanRecover { client: late }, Error::NotVoting);
+    assert_eq!(o.ok(Input::CanRecover { client: c[0] }), vec![]);
+    o.refused(Input::CanRecover { client: c[0] }, Error::NotVoting);
+    let out = o.ok(Input::CanRecover { client: c[1] });
+    let recovered = Event::Recovered { epoch: Epoch(0) };
+    assert_eq!(
+        out,
+        vec![
+            notify(c[0], recovered),
+            notify(c[1], recovered),
+            notify(late, recovered),
+            finished(CycleOutcome::Recovered(Epoch(0))),
+        ]
+    );
+    assert_eq!(o.m.epoch(DEV), Some(Epoch(0)));
+    assert_eq!(o.phase(DEV), PhaseKind::Running);
+    o.return_callbacks(DEV);
+    grant(&mut o, c[0]);
+    grant(&mut o, late);
+    // Outside a cycle there is nothing to answer.
+    o.refused(
+        Input::CanRecover { client: c[1] },
+        Error::InvalidState {
+            phase: PhaseKind::Running,
+            input: InputKind::CanRecover,
+        },
+    );
+    // A client's reset request ends the same way when every voter can recover.
+    assert_eq!(
+        o.step(Input::ResetRequest { client: c[1] }).0,
+        Ok(Reply::Reset(ResetAnswer::Started))
+    );
+    o.ok(Input::AccessDone { client: c[0] });
+    o.ok(Input::AccessDone { client: late });
+    o.return_callbacks(DEV);
+    o.ok(Input::CanRecover { client: c[0] });
+    o.ok(Input::CanRecover { client: c[1] });
+    let out = o.ok(Input::CanRecover { client: late });
+    assert_eq!(
+        out.last(),
+        Some(&finished(CycleOutcome::Recovered(Epoch(0))))
+    );
+    assert_eq!(count_hw(&out, HardwareCommand::Reset), 0);
+}
+
+/// DESIGN "The reset cycle": if any voter needs a reset, the reset runs, whatever order
+/// the answers come in.
+#[test]
+fn one_reset_vote_makes_the_reset_run() {
+    for reset_first in [false, true] {
+        let (mut o, c) = running_with(&[ClientKind::Trusted, ClientKind::Untrusted]);
+        let _ = fatal(&mut o);
+        o.return_callbacks(DEV);
+        let (first, second) = if reset_first {
+            (
+                Input::ResetExecute { client: c[1] },
+                Input::CanRecover { client: c[0] },
+            )
+        } else {
+            (
+                Input::CanRecover { client: c[0] },
+                Input::ResetExecute { client: c[1] },
+            )
+        };
+        assert_eq!(o.ok(first), vec![]);
+        assert_eq!(o.ok(second), vec![hw(HardwareCommand::Reset)]);
+        let out = o.ok(Input::ResetDone {
+            device: DEV,
+            result: ResetResult::Succeeded,
+        });
+        assert_eq!(
+            out,
+            vec![
+                notify(c[0], Event::ResetEnd { epoch: Epoch(1) }),
+                notify(c[1], Event::ResetEnd { epoch: Epoch(1) }),
+                finished(CycleOutcome::Completed(Epoch(1))),
+            ]
+        );
+    }
+}
+
+/// DESIGN "Reset cycle" and I8: a reset that was asked for is not skipped because its
+/// voters were revoked: nobody said it could recover. (Found by this test: the core ends
+/// such a cycle with `Recovered` and no reset.)
+#[test]
+fn a_cycle_whose_voters_were_all_revoked_still_resets() {
+    let (mut o, c) = running_with(&[ClientKind::Untrusted]);
+    let _ = fatal(&mut o);
+    o.return_callbacks(DEV);
+    assert_eq!(
+        o.fire_timeout(),
+        vec![notify(c[0], Event::Revoked), hw(HardwareCommand::Reset)],
+        "a hardware fatal error must not end without a reset because the voter was silent"
+    );
+}
+
+/// DESIGN "Clients" and I12: removal teardown waits for operations in flight; at the
+/// detach deadline the holders are fenced, and the hardware is shut down after the fence.
+#[test]
+fn removal_teardown_waits_for_operations_then_fences_at_the_detach_deadline() {
+    for finishes in [true, false] {
+        let (mut o, c) = running_with(&[ClientKind::Trusted]);
+        grant(&mut o, c[0]);
+        o.at(5);
+        let t = o.token();
+        assert_eq!(
+            o.ok(Input::Remove {
+                device: DEV,
+                token: t
+            }),
+            vec![notify(c[0], Event::Removed { surprise: false })]
+        );
+        o.return_callbacks(DEV);
+        // The client detaches, but its operation is still in flight.
+        assert_eq!(
+            o.step(Input::Unregister { client: c[0] }).0,
+            Ok(Reply::Unregistered(Unregistered::Now))
+        );
+        assert_eq!(o.phase(DEV), PhaseKind::Removing);
+        assert_eq!(
+            o.m.poll_timeout(),
+            Some(Tick(5 + Config::DEFAULT.detach_timeout))
+        );
+        let teardown = vec![
+            Output::ClientGone { client: c[0] },
+            hw(HardwareCommand::Shutdown),
+            hw(HardwareCommand::ReleaseResources),
+            complete(t, Status::Success),
+            Output::DeviceRemoved { device: DEV },
+        ];
+        if finishes {
+            o.advance(10);
+            assert_eq!(o.ok(Input::AccessDone { client: c[0] }), teardown);
+            continue;
+        }
+        assert_eq!(o.timeout_at(4 + Config::DEFAULT.detach_timeout), vec![]);
+        assert_eq!(o.fire_timeout(), vec![Output::Fence { client: c[0] }]);
+        assert_eq!(
+            o.phase(DEV),
+            PhaseKind::Removing,
+            "no teardown before the fence"
+        );
+        assert_eq!(o.ok(Input::FenceDone { client: c[0] }), teardown);
+    }
+}
+
+/// DESIGN "Device lifecycle" and issue 10: surprise removal touches nothing, so it waits
+/// for nothing: accepted at once while a stop or a reset waits for operations, no hardware
+/// command follows, and the remove that follows releases (no register) once the operation
+/// is done or fenced.
+#[test]
+fn surprise_removal_waits_for_nothing() {
+    for during in [PhaseKind::Stopping, PhaseKind::Quiescing] {
+        let (mut o, c) = running_with(&[ClientKind::Trusted]);
+        grant(&mut o, c[0]);
+        let mut all = Vec::new();
+        let stop_token = if during == PhaseKind::Stopping {
+            let (t, out) = query_stop_and_stop(&mut o);
+            all.extend(out);
+            Some(t)
+        } else {
+            all.extend(o.ok(Input::ResetRequest { client: c[0] }));
+            o.return_callbacks(DEV);
+            all.extend(o.ok(Input::ResetExecute { client: c[0] }));
+            assert!(matches!(
+                o.m.phase_detail(DEV),
+                Some(Phase::Quiescing {
+                    draining: Some(_),
+                    ..
+                })
+            ));
+            None
+        };
+        o.return_callbacks(DEV);
+        assert_eq!(o.phase(DEV), during);
+        let out = o.ok(Input::SurpriseRemoval { device: DEV });
+        let mut expected = match stop_token {
+            Some(t) => vec![complete(t, Status::DeviceGone)],
+            None => vec![finished(CycleOutcome::AbortedBySurpriseRemoval)],
+        };
+        expected.push(notify(c[0], Event::Removed { surprise: true }));
+        assert_eq!(out, expected, "{during:?}");
+        assert_eq!(o.phase(DEV), PhaseKind::SurpriseRemoved);
+        all.extend(out);
+        all.extend(o.return_callbacks(DEV));
+        let t = o.token();
+        all.extend(o.ok(Input::Remove {
+            device: DEV,
+            token: t,
+        }));
+        all.extend(o.ok(Input::Unregister { client: c[0] }));
+        assert_eq!(
+            o.phase(DEV),
+            PhaseKind::Removing,
+            "the release waits for the operation"
+        );
+        let out = o.ok(Input::AccessDone { client: c[0] });
+        assert_eq!(
+            out,
+            vec![
+                Output::ClientGone { client: c[0] },
+                hw(HardwareCommand::ReleaseResources),
+                complete(t, Status::Success),
+                Output::DeviceRemoved { device: DEV },
+            ]
+        );
+        all.extend(out);
+        for command in [HardwareCommand::Shutdown, HardwareCommand::Reset] {
+            assert_eq!(count_hw(&all, command), 0, "{during:?}: {all:?}");
+        }
+    }
+}
+
+/// DESIGN "Device lifecycle" (unload is a fence) and I9: unload during a stop that waits
+/// for an operation finishes once the operation does (or is fenced).
+#[test]
+fn unload_during_a_stop_waiting_for_operations_finishes() {
+    for operation_finishes in [true, false] {
+        let (mut o, c) = running_with(&[ClientKind::Untrusted]);
+        grant(&mut o, c[0]);
+        let (t, _) = query_stop_and_stop(&mut o);
+        o.return_callbacks(DEV);
+        assert_eq!(o.ok(Input::Unload), vec![], "unload waits for the stop");
+        assert_eq!(o.phase(DEV), PhaseKind::Stopping);
+        o.refused(
+            Input::Register {
+                device: DEV,
+                kind: ClientKind::Trusted,
+            },
+            Error::Unloading,
+        );
+        let mut out = if operation_finishes {
+            o.ok(Input::AccessDone { client: c[0] })
+        } else {
+            let mut out = o.fire_timeout();
+            assert_eq!(out, vec![Output::Fence { client: c[0] }]);
+            out.extend(o.ok(Input::FenceDone { client: c[0] }));
+            out
+        };
+        let mut stop = stopped_and_released(t);
+        if operation_finishes {
+            stop.push(notify(c[0], Event::Removed { surprise: false }));
+            assert_eq!(out, stop);
+            out.extend(o.return_callbacks(DEV));
+            out.extend(o.ok(Input::Unregister { client: c[0] }));
+        } else {
+            // Fenced: revoked, freed with the device; no `Removed` after the fence.
+            assert_eq!(out[1..4], stop[..]);
+        }
+        assert_eq!(out.last(), Some(&Output::UnloadMayFinish), "{out:?}");
+        assert_eq!(o.m.driver_phase(), DriverPhase::Unloaded);
+        assert_eq!(count_hw(&out, HardwareCommand::Shutdown), 1);
+    }
+}
+
+/// DESIGN "Clients" (no client can make the machine refuse the OS): the bound on
+/// operations in flight is the client's own typed error; it changes nothing and stands in
+/// the way of no OS input.
+#[test]
+fn too_many_operations_is_the_clients_error_and_refuses_no_os_input() {
+    let (mut o, c) = running_with(&[ClientKind::Untrusted, ClientKind::Trusted]);
+    for _ in 0..16 {
+        grant(&mut o, c[0]);
+    }
+    // `refused` asserts the machine is unchanged and nothing queued (I10).
+    o.refused(op(c[0]), Error::TooManyOperations);
+    assert_eq!(o.view(c[0]).operations_in_flight, 16);
+    // Another client is not affected, nor are queries.
+    grant(&mut o, c[1]);
+    assert_eq!(
+        o.step(Input::Access {
+            client: c[0],
+            epoch: Epoch(0),
+            what: Access::QueryCounters(P0)
+        })
+        .0,
+        Ok(Reply::AccessGranted)
+    );
+    o.ok(Input::AccessDone { client: c[0] });
+    grant(&mut o, c[0]);
+    o.refused(op(c[0]), Error::TooManyOperations);
+    // The OS is never refused: a fatal error, surprise removal, remove and unload are
+    // taken, and unload finishes once the owner fences what the client never finishes.
+    assert_eq!(
+        fatal(&mut o).0,
+        Ok(Reply::Fatal(FatalAnswer::Served(ResetAnswer::Started)))
+    );
+    o.ok(Input::SurpriseRemoval { device: DEV });
+    let t = o.token();
+    o.ok(Input::Remove {
+        device: DEV,
+        token: t,
+    });
+    o.ok(Input::Unload);
+    let mut out = o.return_callbacks(DEV);
+    out.extend(o.ok(Input::AccessDone { client: c[1] }));
+    out.extend(o.fire_timeout());
+    assert!(out.contains(&Output::Fence { client: c[0] }), "{out:?}");
+    out.extend(o.finish_fences(DEV));
+    assert!(out.contains(&complete(t, Status::Success)), "{out:?}");
+    assert_eq!(out.last(), Some(&Output::UnloadMayFinish), "{out:?}");
+    assert_eq!(count_hw(&out, HardwareCommand::Shutdown), 0);
+}
+
+/// An `AccessDone` with nothing in flight is the reporter's mistake: refused, nothing
+/// changed.
+#[test]
+fn access_done_without_an_operation_in_flight_is_refused() {
+    let (mut o, c) = running_with(&[ClientKind::Trusted]);
+    o.refused(
+        Input::AccessDone { client: c[0] },
+        Error::NoOperationInFlight,
+    );
+    grant(&mut o, c[0]);
+    o.ok(Input::AccessDone { client: c[0] });
+    o.refused(
+        Input::AccessDone { client: c[0] },
+        Error::NoOperationInFlight,
+    );
+    o.ok(Input::Unregister { client: c[0] });
+    o.refused(Input::AccessDone { client: c[0] }, Error::UnknownClient);
+}
+
+/// I4 (revision 2): after `DeviceFatal` only `Removed` or `Revoked` reach a client, not
+/// even link news; the link state is still recorded and queries still see it.
+#[test]
+fn no_link_change_after_device_fatal() {
+    // A failed start and a failed reset both tell clients `DeviceFatal`.
+    for via_reset in [false, true] {
+        let mut o = owner();
+        o.ok(Input::AddDevice { device: DEV });
+        o.ok(Input::ConfigurePort {
+            device: DEV,
+            port: P0,
+            caps: IB,
+        });
+        let c = o.register(DEV, ClientKind::Trusted);
+        o.ok(Input::Bind {
+            client: c,
+            ports: PortSet::single(P0),
+        });
+        let t = o.token();
+        o.ok(Input::Start {
+            device: DEV,
+            token: t,
+        });
+        let result = if via_reset {
+            StartResult::Started
+        } else {
+            StartResult::FailedAfterResources
+        };
+        o.ok(Input::StartDone {
+            device: DEV,
+            result,
+        });
+        o.return_callbacks(DEV);
+        if via_reset {
+            o.ok(Input::ResetRequest { client: c });
+            o.return_callbacks(DEV);
+            o.ok(Input::ResetExecute { client: c });
+            o.ok(Input::ResetDone {
+                device: DEV,
+                result: ResetResult::Failed,
+            });
+        }
+        assert_eq!(o.phase(DEV), PhaseKind::Failed);
+        assert_eq!(o.events_of(c).last(), Some(&Event::DeviceFatal));
+        // With the fatal callback still running and after it returned.
+        for state in [LinkState::Active, LinkState::Down] {
+            assert_eq!(
+                o.ok(Input::LinkChanged {
+                    device: DEV,
+                    port: P0,
+                    state
+                }),
+                vec![]
+            );
+            assert_eq!(o.m.link(DEV, P0), Some(state));
+            o.return_callbacks(DEV);
+        }
+        let t = o.token();
+        o.ok(Input::Remove {
+            device: DEV,
+            token: t,
+        });
+        o.return_callbacks(DEV);
+        let after: Vec<Event> = o
+            .events_of(c)
+            .into_iter()
+            .skip_while(|e| *e != Event::DeviceFatal)
+            .collect();
+        assert_eq!(
+            after,
+            vec![Event::DeviceFatal, Event::Removed { surprise: false }],
+            "via reset: {via_reset}"
+        );
+    }
+}
+
+/// Reach a recovery cycle in which the first voter said it can recover and the second
+/// has not answered yet.
+fn recovering() -> (O1, Vec<ClientHandle>) {
+    let (mut o, c) = running_with(&[ClientKind::Trusted, ClientKind::Untrusted]);
+    let _ = fatal(&mut o);
+    o.return_callbacks(DEV);
+    o.ok(Input::CanRecover { client: c[0] });
+    assert_eq!(o.phase(DEV), PhaseKind::Quiescing);
+    (o, c)
+}
+
+/// DESIGN "The reset cycle": remove during a recovery cycle behaves as during any cycle:
+/// the cycle is aborted (clients get `Removed`, never `Recovered`), no reset.
+#[test]
+fn recovery_without_reset_racing_remove() {
+    let (mut o, c) = recovering();
+    let t = o.token();
+    let out = o.ok(Input::Remove {
+        device: DEV,
+        token: t,
+    });
+    assert_eq!(
+        out,
+        vec![
+            finished(CycleOutcome::AbortedByRemove),
+            notify(c[0], Event::Removed { surprise: false }),
+            notify(c[1], Event::Removed { surprise: false }),
+        ]
+    );
+    o.refused(
+        Input::CanRecover { client: c[1] },
+        Error::InvalidState {
+            phase: PhaseKind::Removing,
+            input: InputKind::CanRecover,
+        },
+    );
+    o.return_callbacks(DEV);
+    o.ok(Input::Unregister { client: c[0] });
+    let out = o.ok(Input::Unregister { client: c[1] });
+    assert_eq!(
+        out,
+        vec![
+            Output::ClientGone { client: c[1] },
+            hw(HardwareCommand::Shutdown),
+            hw(HardwareCommand::ReleaseResources),
+            complete(t, Status::Success),
+            Output::DeviceRemoved { device: DEV },
+        ]
+    );
+    for c in c {
+        assert!(!o
+            .events_of(c)
+            .contains(&Event::Recovered { epoch: Epoch(0) }));
+    }
+}
+
+/// DESIGN "The reset cycle": surprise removal during a recovery cycle aborts it; nothing
+/// touches the hardware.
+#[test]
+fn recovery_without_reset_racing_surprise_removal() {
+    let (mut o, c) = recovering();
+    let out = o.ok(Input::SurpriseRemoval { device: DEV });
+    assert_eq!(
+        out,
+        vec![
+            finished(CycleOutcome::AbortedBySurpriseRemoval),
+            notify(c[0], Event::Removed { surprise: true }),
+            notify(c[1], Event::Removed { surprise: true }),
+        ]
+    );
+    o.refused(
+        Input::CanRecover { client: c[1] },
+        Error::InvalidState {
+            phase: PhaseKind::SurpriseRemoved,
+            input: InputKind::CanRecover,
+        },
+    );
+    o.return_callbacks(DEV);
+    let t = o.token();
+    o.ok(Input::Remove {
+        device: DEV,
+        token: t,
+    });
+    o.ok(Input::Unregister { client: c[0] });
+    let out = o.ok(Input::Unregister { client: c[1] });
+    assert_eq!(count_hw(&out, HardwareCommand::Shutdown), 0);
+    assert!(out.contains(&Output::DeviceRemoved { device: DEV }));
+}
+
+/// DESIGN "The reset cycle": unload during a recovery cycle aborts it like remove, and
+/// unload finishes even if the silent voter never detaches.
+#[test]
+fn recovery_without_reset_racing_unload() {
+    let (mut o, c) = recovering();
+    let out = o.ok(Input::Unload);
+    assert_eq!(
+        out,
+        vec![
+            finished(CycleOutcome::AbortedByRemove),
+            notify(c[0], Event::Removed { surprise: false }),
+            notify(c[1], Event::Removed { surprise: false }),
+        ]
+    );
+    let mut out = o.return_callbacks(DEV);
+    out.extend(o.ok(Input::Unregister { client: c[0] }));
+    // The untrusted client never detaches: revoked silently at the detach deadline.
+    out.extend(o.fire_timeout());
+    assert_eq!(out.last(), Some(&Output::UnloadMayFinish), "{out:?}");
+    assert_eq!(count_hw(&out, HardwareCommand::Reset), 0);
+    assert!(!o
+        .events_of(c[1])
+        .contains(&Event::Recovered { epoch: Epoch(0) }));
 }

@@ -659,11 +659,11 @@ fn finding_4_a_fatal_error_while_starting_or_stop_or_remove_pending_is_never_los
             token: t
         }),
         vec![
+            notify(c, Event::DeviceStopped),
             Output::ResetCycleFinished {
                 device: DEV,
                 outcome: CycleOutcome::FoldedIntoStop
             },
-            notify(c, Event::DeviceStopped),
             hw(HardwareCommand::Shutdown),
             hw(HardwareCommand::ReleaseResources),
             complete(t, Status::Success),
@@ -805,4 +805,126 @@ fn finding_5_a_failed_reset_answers_reset_with_device_fatal() {
             Output::DeviceRemoved { device: DEV },
         ]
     );
+}
+
+/// Issue 10, finding 1, on the core: a client's granted hardware operation runs for
+/// 300 ms; query stop and stop arrive meanwhile. The stop is accepted but nothing touches
+/// the hardware until the operation reports done; then shutdown, release and the stop's
+/// completion, in that order.
+#[test]
+fn finding_10_1_the_hardware_is_not_stopped_under_a_running_operation() {
+    let mut o = owner();
+    o.started(DEV, false);
+    let verbs = o.register(DEV, ClientKind::Trusted);
+    o.at(1_000);
+    assert_eq!(o.step(access(verbs, 0)), (Ok(Reply::AccessGranted), vec![]));
+    o.at(1_050);
+    let query = o.token();
+    assert_eq!(
+        o.ok(Input::QueryStop {
+            device: DEV,
+            token: query
+        }),
+        vec![complete(query, Status::Success)]
+    );
+    let stop = o.token();
+    assert_eq!(
+        o.ok(Input::Stop {
+            device: DEV,
+            token: stop
+        }),
+        vec![notify(verbs, Event::DeviceStopped)]
+    );
+    assert_eq!(o.phase(DEV), PhaseKind::Stopping);
+    assert_eq!(
+        o.m.poll_timeout(),
+        Some(Tick(1_050 + Config::DEFAULT.operation_timeout))
+    );
+    o.at(1_100);
+    assert_eq!(o.ok(Input::CallbackDone { client: verbs }), vec![]);
+    o.at(1_300);
+    assert_eq!(
+        o.ok(Input::AccessDone { client: verbs }),
+        vec![
+            hw(HardwareCommand::Shutdown),
+            hw(HardwareCommand::ReleaseResources),
+            complete(stop, Status::Success),
+        ]
+    );
+    assert_eq!(o.phase(DEV), PhaseKind::Stopped);
+    // The restart brings the client back without a reset cycle.
+    let start = o.token();
+    assert_eq!(
+        o.ok(Input::Start {
+            device: DEV,
+            token: start
+        }),
+        vec![hw(HardwareCommand::Start)]
+    );
+    assert_eq!(
+        o.ok(Input::StartDone {
+            device: DEV,
+            result: StartResult::Started
+        }),
+        vec![
+            complete(start, Status::Success),
+            notify(verbs, Event::DeviceStarted { epoch: Epoch(0) }),
+        ]
+    );
+}
+
+/// Issue 10, finding 2, on the core: an untrusted voter is granted a hardware access
+/// while quiescing and then goes silent. Its deadline revokes it and asks the owner to
+/// fence it, and the hardware reset is commanded only after the owner reports the fence.
+#[test]
+fn finding_10_2_the_hardware_is_not_reset_under_a_revoked_clients_operation() {
+    let mut o = owner();
+    o.started(DEV, false);
+    let ipoib = o.register(DEV, ClientKind::Trusted);
+    let uverbs = o.register(DEV, ClientKind::Untrusted);
+    o.at(10);
+    assert_eq!(
+        o.ok(Input::ResetRequest { client: ipoib }),
+        vec![notify(ipoib, Event::Reset), notify(uverbs, Event::Reset)]
+    );
+    o.at(11);
+    assert_eq!(o.ok(Input::CallbackDone { client: ipoib }), vec![]);
+    assert_eq!(o.ok(Input::CallbackDone { client: uverbs }), vec![]);
+    o.at(12);
+    // A voter may still use the hardware until it answers.
+    assert_eq!(
+        o.step(access(uverbs, 0)),
+        (Ok(Reply::AccessGranted), vec![])
+    );
+    o.at(13);
+    assert_eq!(o.ok(Input::ResetExecute { client: ipoib }), vec![]);
+    assert_eq!(o.m.poll_timeout(), Some(Tick(10 + UNTRUSTED_DEADLINE)));
+    assert_eq!(
+        o.fire_timeout(),
+        vec![Output::Fence { client: uverbs }],
+        "revoked and fenced; no reset while its operation may still run"
+    );
+    assert_eq!(o.phase(DEV), PhaseKind::Quiescing);
+    assert_eq!(
+        o.m.poll_timeout(),
+        None,
+        "the fence is the owner's to report"
+    );
+    o.at(10 + UNTRUSTED_DEADLINE + 40);
+    assert_eq!(
+        o.ok(Input::FenceDone { client: uverbs }),
+        vec![hw(HardwareCommand::Reset)]
+    );
+    assert_eq!(
+        o.ok(Input::ResetDone {
+            device: DEV,
+            result: ResetResult::Succeeded
+        }),
+        vec![
+            notify(ipoib, Event::ResetEnd { epoch: Epoch(1) }),
+            finished(CycleOutcome::Completed(Epoch(1))),
+        ]
+    );
+    o.refused(access(uverbs, 1), Error::ClientRevoked);
+    assert_eq!(o.events_of(uverbs), vec![Event::Reset]);
 }

@@ -21,12 +21,32 @@ type O = Owner<1, 4, 2, { queue_capacity(1, 4) }>;
 /// optionally with a third client whose callback overran and whose fence the owner has
 /// not reported done. `via` picks how SurpriseRemoved and Removing are reached:
 /// 0 from Added, 1 with a hardware start in flight, 2 with a hardware reset in flight,
-/// 3 (Removing only) by driver unload, with no remove request.
-fn instance(phase: PhaseKind, hold: bool, returned: bool, via: u8, fenced: bool) -> Option<O> {
+/// 3 (Removing only) by driver unload, with no remove request; 4 (Quiescing only) with
+/// every vote in and the reset waiting for an operation in flight; 5 (Stopping only) past
+/// the operations' deadline, the holder's fence asked for and not reported.
+/// With `ops` the untrusted client has a hardware operation in flight from the start on
+/// (Stopping exists only so). In the holding variants the untrusted client also declares
+/// it cannot pause where the state takes that.
+fn instance(
+    phase: PhaseKind,
+    hold: bool,
+    returned: bool,
+    via: u8,
+    fenced: bool,
+    ops: bool,
+) -> Option<O> {
     use PhaseKind::*;
     let mut o = owner();
     let go = |o: &mut O, input: Input| o.step(input).0.is_ok();
-    if via > 0 && !matches!(phase, SurpriseRemoved | Removing) || via == 3 && phase != Removing {
+    let via_fits = match via {
+        0 => true,
+        1 | 2 => matches!(phase, SurpriseRemoved | Removing),
+        3 => phase == Removing,
+        4 => phase == Quiescing && ops,
+        5 => phase == Stopping && ops,
+        _ => false,
+    };
+    if !via_fits || phase == Stopping && !ops {
         return None;
     }
     if phase == Absent {
@@ -104,6 +124,10 @@ fn instance(phase: PhaseKind, hold: bool, returned: bool, via: u8, fenced: bool)
     }
     if hold {
         o.ok(Input::Hold { client: u });
+        if phase == Failed {
+            // Failed takes `CanPause` but not `CannotPause`: declare it before.
+            o.ok(Input::CannotPause { client: u });
+        }
     }
     let started = |o: &mut O| {
         go(
@@ -118,7 +142,15 @@ fn instance(phase: PhaseKind, hold: bool, returned: bool, via: u8, fenced: bool)
                 device: DEV,
                 result: StartResult::Started,
             },
-        )
+        ) && (!ops
+            || go(
+                o,
+                Input::Access {
+                    client: u,
+                    epoch: Epoch(0),
+                    what: Access::HardwareOp,
+                },
+            ))
     };
     let reached = match phase {
         Absent => unreachable!(),
@@ -188,7 +220,38 @@ fn instance(phase: PhaseKind, hold: bool, returned: bool, via: u8, fenced: bool)
             )
         }
         Running => started(&mut o),
+        Quiescing if via == 4 => {
+            started(&mut o)
+                && go(&mut o, Input::ResetRequest { client: t })
+                && !o.return_callbacks(DEV).is_empty()
+                && go(&mut o, Input::ResetExecute { client: t })
+                && go(&mut o, Input::ResetExecute { client: u })
+        }
         Quiescing => started(&mut o) && go(&mut o, Input::ResetRequest { client: t }),
+        Stopping => {
+            let stopping = started(&mut o)
+                && go(
+                    &mut o,
+                    Input::QueryStop {
+                        device: DEV,
+                        token: RequestToken(3),
+                    },
+                )
+                && go(
+                    &mut o,
+                    Input::Stop {
+                        device: DEV,
+                        token: RequestToken(4),
+                    },
+                );
+            if stopping && via == 5 {
+                o.return_callbacks(DEV);
+                o.advance(Config::DEFAULT.operation_timeout);
+                let out = o.timeout();
+                assert_eq!(out, vec![Output::Fence { client: u }]);
+            }
+            stopping
+        }
         Executing => {
             started(&mut o)
                 && go(&mut o, Input::ResetRequest { client: t })
@@ -215,8 +278,14 @@ fn instance(phase: PhaseKind, hold: bool, returned: bool, via: u8, fenced: bool)
                     ))
         }
     };
-    if !reached {
+    if !reached || ops && o.phase(DEV) != phase {
         return None;
+    }
+    if ops && !o.m.clients(DEV).any(|(_, v)| v.operations_in_flight > 0) {
+        return None; // the same as without
+    }
+    if hold && disposition(phase, InputKind::CannotPause) == Disposition::Handle {
+        let _ = o.step(Input::CannotPause { client: u });
     }
     if returned {
         o.return_callbacks(DEV);
@@ -236,10 +305,12 @@ fn instance(phase: PhaseKind, hold: bool, returned: bool, via: u8, fenced: bool)
 /// Every instance of `phase` that `instance` can build.
 fn instances(phase: PhaseKind) -> Vec<O> {
     let mut all = Vec::new();
-    for via in 0..4 {
+    for via in 0..6 {
         for fenced in [false, true] {
             for (h, r) in [(false, false), (false, true), (true, false), (true, true)] {
-                all.extend(instance(phase, h, r, via, fenced));
+                for ops in [false, true] {
+                    all.extend(instance(phase, h, r, via, fenced, ops));
+                }
             }
         }
     }
@@ -313,6 +384,10 @@ fn candidates(kind: InputKind, o: &O) -> Vec<Input> {
         InputKind::Unregister => per_client(&|client| Input::Unregister { client }),
         InputKind::CallbackDone => per_client(&|client| Input::CallbackDone { client }),
         InputKind::FenceDone => per_client(&|client| Input::FenceDone { client }),
+        InputKind::AccessDone => per_client(&|client| Input::AccessDone { client }),
+        InputKind::CanRecover => per_client(&|client| Input::CanRecover { client }),
+        InputKind::CannotPause => per_client(&|client| Input::CannotPause { client }),
+        InputKind::CanPause => per_client(&|client| Input::CanPause { client }),
         InputKind::AcquireInterface => per_client(&|client| Input::AcquireInterface { client }),
         InputKind::ResetRequest => per_client(&|client| Input::ResetRequest { client }),
         InputKind::ResetExecute => per_client(&|client| Input::ResetExecute { client }),
@@ -405,7 +480,15 @@ fn every_input_in_every_state_has_the_outcome_the_table_declares() {
         }
     }
     assert_eq!(cells, PhaseKind::COUNT * DEVICE_INPUTS);
-    assert!(InputKind::ALL[..DEVICE_INPUTS].contains(&InputKind::FenceDone));
+    for kind in [
+        InputKind::FenceDone,
+        InputKind::AccessDone,
+        InputKind::CanRecover,
+        InputKind::CannotPause,
+        InputKind::CanPause,
+    ] {
+        assert!(InputKind::ALL[..DEVICE_INPUTS].contains(&kind));
+    }
     println!("matrix: {cells} cells, {tried} concrete inputs");
 }
 
@@ -547,4 +630,29 @@ fn unload_is_taken_in_every_state_and_finishes_whatever_the_clients_do() {
         }
     }
     println!("unload: {runs} runs");
+}
+
+/// The walks above reach the issue-10 situations: a stop waiting for an operation (and
+/// one whose holder is being fenced), a reset waiting for one after the last vote, and a
+/// removal waiting for one.
+#[test]
+fn the_matrix_reaches_operations_in_flight_racing_stop_reset_and_removal() {
+    let stopping = instances(PhaseKind::Stopping);
+    assert!(stopping
+        .iter()
+        .all(|o| o.m.clients(DEV).any(|(_, v)| v.operations_in_flight > 0)));
+    assert!(stopping.iter().any(|o| o
+        .m
+        .clients(DEV)
+        .any(|(_, v)| v.fence_requested && v.operations_in_flight > 0)));
+    assert!(instances(PhaseKind::Quiescing).iter().any(|o| matches!(
+        o.m.phase_detail(DEV),
+        Some(Phase::Quiescing {
+            draining: Some(_),
+            ..
+        })
+    )));
+    assert!(instances(PhaseKind::Removing)
+        .iter()
+        .any(|o| o.m.clients(DEV).any(|(_, v)| v.operations_in_flight > 0)));
 }
