@@ -387,7 +387,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
             cx.out.push(Output::Fence { client });
         }
         if was_voting {
-            self.voter_left();
+            self.voter_left(true);
         }
         if newly && tell && !fence {
             self.notify(cx, index, Event::Revoked);
@@ -991,10 +991,18 @@ impl<const C: usize, const P: usize> Device<C, P> {
         self.execute_if_quiesced(cx);
     }
 
-    /// A voter answered, left or was revoked.
-    fn voter_left(&mut self) {
-        if let Phase::Quiescing { voters, .. } = &mut self.phase {
+    /// A voter answered, left or was revoked. Only a `CanRecover` answer leaves the
+    /// reset unneeded: a voter that answered `ResetExecute`, left or was revoked without
+    /// saying it can recover makes the reset run.
+    fn voter_left(&mut self, needs_reset: bool) {
+        if let Phase::Quiescing {
+            voters,
+            reset_needed,
+            ..
+        } = &mut self.phase
+        {
             *voters = voters.saturating_sub(1);
+            *reset_needed |= needs_reset;
         }
     }
 
@@ -1060,10 +1068,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
         if let ClientState::Active { role, .. } = &mut slot.state {
             *role = Role::Acked;
         }
-        if let Phase::Quiescing { reset_needed, .. } = &mut self.phase {
-            *reset_needed |= needs_reset;
-        }
-        self.voter_left();
+        self.voter_left(needs_reset);
         self.execute_if_quiesced(cx);
         Ok(())
     }
@@ -1212,7 +1217,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
             self.free_slot(cx, index);
         }
         if was_voting {
-            self.voter_left();
+            self.voter_left(true);
         }
         self.progress(cx);
         Ok(Unregistered::Now)

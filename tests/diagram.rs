@@ -77,3 +77,16 @@ fn every_state_appears_in_the_diagram_and_every_arrow_is_admitted_by_the_table()
         }
     }
 }
+
+/// The rustdoc of `TRANSITIONS` shows `src/diagram.mmd`: it must be the same drawing.
+#[test]
+fn the_rustdoc_diagram_is_the_one_the_table_draws() {
+    let dir = env!("CARGO_MANIFEST_DIR");
+    let file = std::fs::read_to_string(format!("{dir}/src/diagram.mmd")).expect("src/diagram.mmd");
+    assert_eq!(
+        file,
+        drawn(&TABLE),
+        "src/diagram.mmd differs from write_mermaid(&TABLE, TRANSITIONS): copy target/diagram.mmd \
+         over it (the README test writes it)"
+    );
+}
