@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# The firmware port on a real (emulated) Cortex-M4: build ports/firmware/qemu for
+# thumbv7em-none-eabihf, boot it on QEMU's mps2-an386 and check what it prints.
+# Called from .ci/run as `bash ports/firmware/ci-step.sh` (from the repository root).
+# Fails on a build error, a panic or hard fault, a failed check, a missing outcome line, or
+# a hang (time limit). Skips, saying why, only when qemu-system-arm cannot be installed.
+set -euo pipefail
+cd "$(dirname "$0")/qemu"
+start=$SECONDS
+
+if ! command -v qemu-system-arm >/dev/null 2>&1; then
+    echo "firmware-qemu: qemu-system-arm missing, installing it with apt-get"
+    if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends qemu-system-arm; } >/tmp/firmware-qemu-apt.log 2>&1; then
+        tail -5 /tmp/firmware-qemu-apt.log || true
+    fi
+fi
+if ! command -v qemu-system-arm >/dev/null 2>&1; then
+    echo "firmware-qemu: SKIPPED: qemu-system-arm could not be installed (apt-get failed; see above)"
+    exit 0
+fi
+rustup target add thumbv7em-none-eabihf >/dev/null 2>&1 || true
+
+# Its own workspace and target directory (.cargo/config.toml sets the target and runner).
+cargo build --release --locked
+elf=target/thumbv7em-none-eabihf/release/pnp-lifecycle-firmware-qemu
+out=$(mktemp)
+set +e
+timeout 60 qemu-system-arm -cpu cortex-m4 -machine mps2-an386 -nographic -monitor none \
+    -serial none -semihosting-config enable=on,target=native -icount shift=6 \
+    -kernel "$elf" >"$out" 2>&1
+status=$?
+set -e
+cat "$out"
+fail() { echo "firmware-qemu: FAILED: $*"; exit 1; }
+[ "$status" -ne 124 ] || fail "hang: no exit within 60 s"
+! grep -q '^PANIC' "$out" || fail "panic or fault on the target"
+! grep -q '^CHECK FAILED' "$out" || fail "a check failed on the target"
+[ "$status" -eq 0 ] || fail "semihosting exit status $status"
+for n in 1 4 8; do
+    grep -q "^cycle: $n clients, .*: completed$" "$out" || fail "reset cycle with $n clients did not complete"
+    grep -q "^unload: $n clients, .*UnloadMayFinish x1: finished exactly once$" "$out" ||
+        fail "unload with $n clients did not finish exactly once"
+done
+grep -qx 'RESULT: PASS' "$out" || fail "no RESULT: PASS line"
+echo "firmware-qemu: 1 passed, 0 failed ($((SECONDS - start)) s including the build)"

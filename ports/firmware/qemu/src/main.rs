@@ -1,0 +1,291 @@
+//! The firmware port on a real (emulated) Cortex-M4: QEMU's `mps2-an386`.
+//!
+//! For 1, 4 and 8 clients: boot, register the clients, pend the catastrophic-error
+//! interrupt line in the NVIC (a real exception entry through the vector table), run the
+//! reset cycle with the reset line (an `embedded-hal` pin over the board's FPGAIO LED
+//! register) pulsed low for 10 µs, then unload the driver. Every critical section is timed
+//! with SysTick (see `measure`), and the outcome lines are printed through semihosting
+//! for `../ci-step.sh` to check. Exits through semihosting: 0 when every check held.
+
+#![no_std]
+#![no_main]
+
+mod board;
+mod measure;
+
+use core::cell::RefCell;
+use core::fmt::Write as _;
+use core::sync::atomic::{AtomicU32, Ordering};
+
+use cortex_m::peripheral::NVIC;
+use cortex_m_rt::{entry, exception, ExceptionFrame};
+use critical_section::Mutex;
+use pnp_lifecycle_firmware::pnp_lifecycle::{
+    queue_capacity, ClientKind, Config, DeviceId, Input, PhaseKind, Reply, RequestToken,
+};
+use pnp_lifecycle_firmware::{
+    on_fatal_interrupt, Firmware, IsrOutcome, Lock, Polarity, ResetLine, Shared,
+};
+
+use board::{Clients, Irq, LedPin, SpinDelay};
+
+/// Client slots of the machine: the largest scenario.
+pub const CLIENTS: usize = 8;
+const Q: usize = queue_capacity(1, CLIENTS);
+/// The machine shared by thread mode and the interrupt handlers.
+pub type Machine = Mutex<RefCell<Shared<1, CLIENTS, 2, Q>>>;
+/// The one device.
+pub const DEV: DeviceId = DeviceId(0);
+/// Reset pulse width.
+const PULSE_NS: u32 = 10_000;
+
+static MACHINE: Machine = Mutex::new(RefCell::new(Shared::new(Config::DEFAULT)));
+
+/// What the fatal-error interrupt did last (0 none, 1 fed, 2 latched, 3 other).
+static ISR_OUTCOME: AtomicU32 = AtomicU32::new(0);
+static ISR_ENTRIES: AtomicU32 = AtomicU32::new(0);
+
+/// Semihosting print, not timed as a critical section.
+#[macro_export]
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        $crate::measure::untimed(|| cortex_m_semihosting::hprintln!($($arg)*));
+    }};
+}
+
+#[entry]
+fn main() -> ! {
+    let mut cp = cortex_m::Peripherals::take().unwrap_or_else(|| fail("peripherals taken"));
+    measure::start_systick(&mut cp.SYST);
+    board::start_clock(&mut cp.NVIC);
+    let cal = measure::calibrate();
+    say!(
+        "qemu: mps2-an386 Cortex-M4, SysTick {} ticks per 100 instructions, empty critical section {} ticks",
+        cal.per_100,
+        cal.empty_cs
+    );
+    let mut ok = true;
+    for clients in [1usize, 4, 8] {
+        ok &= scenario(clients, &cal);
+    }
+    if ok {
+        say!("RESULT: PASS");
+        cortex_m_semihosting::debug::exit(cortex_m_semihosting::debug::EXIT_SUCCESS);
+    } else {
+        say!("RESULT: FAIL");
+        cortex_m_semihosting::debug::exit(cortex_m_semihosting::debug::EXIT_FAILURE);
+    }
+    loop {
+        cortex_m::asm::wfi();
+    }
+}
+
+fn scenario(n: usize, cal: &measure::Calibration) -> bool {
+    let _ = MACHINE.lock(|s| *s = Shared::new(Config::DEFAULT));
+    ISR_OUTCOME.store(0, Ordering::SeqCst);
+    let line = ResetLine::new(LedPin::new(0), SpinDelay, PULSE_NS, Polarity::ActiveLow);
+    let mut fw = Firmware::new(&MACHINE, line, Clients::default());
+    let _ = fw.reset_control();
+    let mut ok = true;
+    let mut check = |what: &str, cond: bool| {
+        if !cond {
+            say!("CHECK FAILED: {} ({} clients)", what, n);
+            ok = false;
+        }
+    };
+    // Boot: device added and started, the reset line released, n clients registered.
+    check("add", fw.input(Input::AddDevice { device: DEV }).is_ok());
+    check(
+        "start",
+        fw.input(Input::Start {
+            device: DEV,
+            token: RequestToken(1),
+        })
+        .is_ok(),
+    );
+    check("start pump", fw.pump().is_ok());
+    for _ in 0..n {
+        match fw.input(Input::Register {
+            device: DEV,
+            kind: ClientKind::Trusted,
+        }) {
+            Ok(Reply::Registered { client, .. }) => fw.board_mut().add(client),
+            other => {
+                let _ = other;
+                check("register", false);
+            }
+        }
+    }
+    run_until(&mut fw, |_| true);
+    let epoch0 = fw.with_machine(|m| m.epoch(DEV)).ok().flatten();
+    measure::reset_maxima();
+
+    // A real interrupt: pend the catastrophic-error line; the handler raises the fatal error.
+    unsafe { NVIC::unmask(Irq::HcaCatastrophic) };
+    NVIC::pend(Irq::HcaCatastrophic);
+    cortex_m::asm::dsb();
+    cortex_m::asm::isb();
+    check("interrupt taken", ISR_ENTRIES.load(Ordering::SeqCst) > 0);
+    run_until(&mut fw, |fw| fw.board().cycles_finished > 0);
+    NVIC::mask(Irq::HcaCatastrophic);
+    ISR_ENTRIES.store(0, Ordering::SeqCst);
+    let m_cycle = measure::maxima();
+
+    let epoch1 = fw.with_machine(|m| m.epoch(DEV)).ok().flatten();
+    let phase = fw.with_machine(|m| m.phase(DEV)).ok().flatten();
+    let b = fw.board();
+    let (resets, ends) = (b.resets, b.reset_ends);
+    let pin = fw.reset_control().pulses();
+    let led = board::led_transitions();
+    check("one cycle", b.cycles_finished == 1);
+    check("every client told RESET", resets == n as u32);
+    check("every client told RESET_END", ends == n as u32);
+    check("running after the cycle", phase == Some(PhaseKind::Running));
+    check("one pulse", pin == 1);
+    check("line low then high", led == 2);
+    say!(
+        "cycle: {} clients, isr {}, RESET x{}, RESET_END x{}, reset line pulses {} (LED writes low/high {}), epoch {:?} -> {:?}, phase {:?}: completed",
+        n,
+        match ISR_OUTCOME.load(Ordering::SeqCst) {
+            1 => "fed",
+            2 => "latched",
+            _ => "other",
+        },
+        resets,
+        ends,
+        pin,
+        led,
+        epoch0.map(|e| e.0),
+        epoch1.map(|e| e.0),
+        phase
+    );
+
+    // Driver unload ends it.
+    measure::reset_maxima();
+    check("unload", fw.input(Input::Unload).is_ok());
+    run_until(&mut fw, |fw| fw.board().unload_finished > 0);
+    let m_unload = measure::maxima();
+    let b = fw.board();
+    check("unload finished exactly once", b.unload_finished == 1);
+    check("every client told Removed", b.removed == n as u32);
+    let lost = MACHINE.lock(|s| s.lost_outputs()).unwrap_or(u32::MAX);
+    check("no lost output", lost == 0);
+    say!(
+        "unload: {} clients, Removed x{}, UnloadMayFinish x{}: finished exactly once",
+        n,
+        b.removed,
+        b.unload_finished
+    );
+    let mut line = heapless::String::<160>::new();
+    let _ = write!(
+        line,
+        "latency: {} clients, masked instructions: fatal-error isr {}, thread max (cycle) {}, thread max (unload) {}",
+        n,
+        cal.instructions(m_cycle.fatal_isr),
+        cal.instructions(m_cycle.thread),
+        cal.instructions(m_unload.thread)
+    );
+    say!("{}", line);
+    ok
+}
+
+/// The hand-written owner loop: act on every output, feed the clients' answers and due
+/// timeouts, sleep until an interrupt when there is nothing to do.
+fn run_until<R, F>(fw: &mut Firmware<'static, Machine, R, Clients, 1, CLIENTS, 2, Q>, done: F)
+where
+    R: pnp_lifecycle_firmware::ResetControl,
+    F: Fn(&Firmware<'static, Machine, R, Clients, 1, CLIENTS, 2, Q>) -> bool,
+{
+    loop {
+        let _ = fw.pump();
+        let mut fed = false;
+        while let Some(input) = fw.board_mut().answers.pop_front() {
+            let _ = fw.input(input);
+            fed = true;
+        }
+        if fed {
+            continue;
+        }
+        if done(fw) {
+            return;
+        }
+        if let Ok(Some(deadline)) = fw.poll_timeout() {
+            if board::now() >= deadline {
+                let _ = fw.timeout();
+                continue;
+            }
+        }
+        if fw.is_idle().unwrap_or(false) {
+            critical_section::with(|_| {
+                if MACHINE.lock(|s| !s.is_latched_any()).unwrap_or(false) {
+                    cortex_m::asm::wfi();
+                }
+            });
+        }
+    }
+}
+
+/// The catastrophic-error interrupt (NVIC line 31 of the AN386).
+#[no_mangle]
+extern "C" fn HCA_CATASTROPHIC() {
+    measure::enter_isr();
+    ISR_ENTRIES.fetch_add(1, Ordering::SeqCst);
+    let outcome = on_fatal_interrupt(&MACHINE, DEV, board::now);
+    ISR_OUTCOME.store(
+        match outcome {
+            IsrOutcome::Fed(_) => 1,
+            IsrOutcome::Latched => 2,
+            _ => 3,
+        },
+        Ordering::SeqCst,
+    );
+    measure::leave_isr();
+}
+
+/// The board's 1 ms timer (CMSDK APB timer 0, NVIC line 8).
+#[no_mangle]
+extern "C" fn TIMER0() {
+    board::tick();
+}
+
+/// Interrupt vectors, in the device's order (what a PAC would generate).
+#[repr(C)]
+pub union Vector {
+    handler: unsafe extern "C" fn(),
+    reserved: usize,
+}
+
+#[link_section = ".vector_table.interrupts"]
+#[no_mangle]
+#[used]
+static __INTERRUPTS: [Vector; 32] = {
+    let mut v = [const { Vector { reserved: 0 } }; 32];
+    v[Irq::Timer0 as usize] = Vector { handler: TIMER0 };
+    v[Irq::HcaCatastrophic as usize] = Vector {
+        handler: HCA_CATASTROPHIC,
+    };
+    v
+};
+
+#[exception]
+unsafe fn HardFault(_frame: &ExceptionFrame) -> ! {
+    fail("hard fault")
+}
+
+/// Print and exit with a failure status (a hang would be caught by the CI time limit).
+pub fn fail(why: &str) -> ! {
+    cortex_m_semihosting::hprintln!("PANIC: {}", why);
+    cortex_m_semihosting::debug::exit(cortex_m_semihosting::debug::EXIT_FAILURE);
+    loop {
+        cortex_m::asm::bkpt();
+    }
+}
+
+#[panic_handler]
+fn panic(info: &core::panic::PanicInfo) -> ! {
+    cortex_m_semihosting::hprintln!("PANIC: {}", info);
+    cortex_m_semihosting::debug::exit(cortex_m_semihosting::debug::EXIT_FAILURE);
+    loop {
+        cortex_m::asm::bkpt();
+    }
+}
