@@ -5,8 +5,9 @@
 //! (cooperative, uncooperative, hostile clients) run from every `liveness_every`-th state.
 //!
 //! * `explore_two_devices_three_clients`: 2 devices, 3 clients (two on the first device,
-//!   one on the second), both started, one physical port each: full reset cycles,
-//!   callbacks in flight and fences, removes, surprise removals and unload.
+//!   one on the second, which has a hardware operation in flight), both started, one
+//!   physical port each: full reset cycles and cycles recovered without a reset, callbacks
+//!   and operations in flight and fences, stops, removes, surprise removals and unload.
 //! * `explore_one_device_*`: 1 device, 3 client slots, 2 physical ports, from a fresh
 //!   machine, for each trusted-timeout policy.
 //!
@@ -14,8 +15,8 @@
 //! `PNP_EXPLORE_DEPTH=n` overrides the depth.
 
 use pnp_lifecycle::{
-    ClientHandle, ClientKind, Config, DeviceId, Input, PhysPort, PortSet, RequestToken,
-    StartResult, Tick, TrustedTimeoutPolicy,
+    Access, ClientHandle, ClientKind, Config, DeviceId, Epoch, Input, PhysPort, PortSet,
+    RequestToken, StartResult, Tick, TrustedTimeoutPolicy,
 };
 use pnp_lifecycle_testkit::explore::{
     explore, explore_from, Bounds, Report, EXPLORER_PORTS, LANDMARKS,
@@ -116,6 +117,20 @@ pub fn two_device_prefix() -> Vec<(Tick, Input)> {
             kind: ClientKind::Untrusted,
         },
     ));
+    // Device 1's client has a hardware operation in flight: stop, reset, removal and
+    // revocation race it within a few inputs.
+    v.push((
+        t,
+        Input::Access {
+            client: ClientHandle {
+                device: d1,
+                slot: 0,
+                generation: 0,
+            },
+            epoch: Epoch(0),
+            what: Access::HardwareOp,
+        },
+    ));
     v
 }
 
@@ -134,7 +149,9 @@ fn check(name: &str, report: &Report) {
 #[test]
 fn explore_two_devices_three_clients() {
     let bounds = Bounds {
-        max_depth: depth(6, 4),
+        // Depth 5 in both: it reaches an operation in flight racing a stop, a reset, a
+        // removal and a revocation, and unload with one (depth 6 is ~7M states).
+        max_depth: depth(5, 5),
         max_epoch: 1,
         max_generation: 1,
         max_states: 3_000_000,
@@ -147,7 +164,8 @@ fn explore_two_devices_three_clients() {
     let report = explore_from(world, &two_device_prefix(), bounds);
     check(&format!("2 devices, 3 clients, {bounds:?}"), &report);
     // The bound reaches full cycles, fences, revocations, deferred fatal errors folded
-    // into a stop, removals and unload.
+    // into a stop, removals and unload, and a hardware operation in flight racing a stop,
+    // a reset, a removal and a revocation; recovery without a reset and the pause veto.
     for (name, n) in LANDMARKS.iter().zip(report.reached) {
         assert!(n > 0, "the bound never reaches: {name}: {report}");
     }

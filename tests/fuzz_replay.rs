@@ -172,10 +172,14 @@ fn write_seed_corpus() {
 /// Guard against a generator that never reaches the new edges: over seeded random cases,
 /// the fuzz body's inputs must fence stuck callbacks, report fences done, complete reset
 /// cycles, defer fatal errors, revoke clients, refuse time going backwards, refuse an
-/// answer to an undelivered `RESET`, and finish unload.
+/// answer to an undelivered `RESET`, finish unload, report hardware operations done, make a
+/// stop wait for one, revoke and fence an operation holder, end a cycle without a reset
+/// and veto a query stop for a client that cannot pause.
 #[test]
 fn random_cases_reach_the_new_edges() {
-    use pnp_lifecycle::{CycleOutcome, Error, Event, FatalAnswer, Input, Output, Reply};
+    use pnp_lifecycle::{
+        CycleOutcome, Error, Event, FatalAnswer, Input, Output, Reply, VetoReason,
+    };
     use pnp_lifecycle_testkit::gen::{small_config, Generator};
     use pnp_lifecycle_testkit::{Fuzz, World};
     use std::collections::BTreeMap;
@@ -193,9 +197,29 @@ fn random_cases_reach_the_new_edges() {
             let Ok((now, input)) = g.next(&mut u, &world) else {
                 break;
             };
+            let ops_out: u32 = world.oracle.handles().map(|(_, c)| c.ops).sum();
+            let holders: Vec<_> = world
+                .oracle
+                .handles()
+                .filter(|(_, c)| c.ops > 0)
+                .map(|(h, _)| h)
+                .collect();
             let step = world.step(now, input).unwrap();
             let mut hit = |k| *seen.entry(k).or_default() += 1;
             match (&input, &step.result) {
+                (Input::AccessDone { .. }, Ok(_)) => hit("AccessDone accepted"),
+                (Input::Stop { .. }, Ok(_))
+                    if ops_out > 0
+                        && !step
+                            .outputs
+                            .iter()
+                            .any(|o| matches!(o, Output::Hardware { .. })) =>
+                {
+                    hit("stop waits for an operation")
+                }
+                (_, Err(Error::Vetoed(VetoReason::ClientCannotPause))) => {
+                    hit("query stop vetoed: cannot pause")
+                }
                 (Input::FenceDone { .. }, Ok(_)) => hit("FenceDone accepted"),
                 (_, Ok(Reply::Fatal(FatalAnswer::Deferred))) => hit("fatal deferred"),
                 (_, Err(Error::TimeWentBackwards { .. })) => hit("time backwards refused"),
@@ -204,7 +228,15 @@ fn random_cases_reach_the_new_edges() {
             }
             for o in &step.outputs {
                 match o {
+                    Output::Fence { client } if holders.contains(client) => {
+                        hit("Fence");
+                        hit("operation holder fenced")
+                    }
                     Output::Fence { .. } => hit("Fence"),
+                    Output::ResetCycleFinished {
+                        outcome: CycleOutcome::Recovered(_),
+                        ..
+                    } => hit("cycle recovered"),
                     Output::Notify {
                         event: Event::Revoked,
                         ..
@@ -232,6 +264,11 @@ fn random_cases_reach_the_new_edges() {
         "Revoked",
         "cycle completed",
         "unload finished",
+        "AccessDone accepted",
+        "stop waits for an operation",
+        "query stop vetoed: cannot pause",
+        "operation holder fenced",
+        "cycle recovered",
     ] {
         assert!(seen.get(k).copied().unwrap_or(0) > 0, "never reached: {k}");
     }

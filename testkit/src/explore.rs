@@ -106,19 +106,72 @@ pub struct Report {
     pub reached: [usize; LANDMARKS.len()],
 }
 
-/// Outputs the explorer counts edges for, to show what its bound reaches.
-pub const LANDMARKS: [&str; 6] = [
+/// What the explorer counts edges for, to show what its bound reaches: outputs, and
+/// hardware operations in flight racing a stop, a reset, a removal and a revocation.
+pub const LANDMARKS: [&str; 12] = [
     "cycle completed",
     "fence",
     "revoked",
     "deferred fatal answered",
     "device removed",
     "unload finished",
+    "stop ended after waiting for an operation",
+    "reset commanded after waiting for an operation",
+    "removal ended after waiting for an operation",
+    "operation holder revoked and fenced",
+    "cycle recovered without a reset",
+    "query stop vetoed by a client that cannot pause",
 ];
 
-fn landmarks(outputs: &[pnp_lifecycle::Output], reached: &mut [usize; LANDMARKS.len()]) {
-    use pnp_lifecycle::{CycleOutcome, Event, Output};
-    for o in outputs {
+fn landmarks<S: Sut>(
+    before: &World<S>,
+    input: &Input,
+    step: &crate::world::Step,
+    after: &World<S>,
+    reached: &mut [usize; LANDMARKS.len()],
+) {
+    use pnp_lifecycle::{
+        CycleOutcome, Error, Event, HardwareCommand, Output, PhaseKind, VetoReason,
+    };
+    let ops_of = |c: ClientHandle| before.oracle.client(c).map_or(0, |b| b.ops);
+    let ended_an_op = match *input {
+        Input::AccessDone { client } | Input::FenceDone { client } => ops_of(client) > 0,
+        _ => false,
+    };
+    for d in 0..S::DEVICES {
+        let d = DeviceId(d as u8);
+        if before.sut.phase(d) == Some(PhaseKind::Stopping)
+            && after.sut.phase(d) != Some(PhaseKind::Stopping)
+        {
+            reached[6] += 1;
+        }
+    }
+    if matches!(
+        (input, &step.result),
+        (
+            Input::QueryStop { .. },
+            Err(Error::Vetoed(VetoReason::ClientCannotPause))
+        )
+    ) {
+        reached[11] += 1;
+    }
+    for o in &step.outputs {
+        let i = match o {
+            Output::Hardware {
+                command: HardwareCommand::Reset,
+                ..
+            } if ended_an_op => 7,
+            Output::DeviceRemoved { .. } if ended_an_op => 8,
+            Output::Fence { client } if ops_of(*client) > 0 => 9,
+            Output::ResetCycleFinished {
+                outcome: CycleOutcome::Recovered(_),
+                ..
+            } => 10,
+            _ => continue,
+        };
+        reached[i] += 1;
+    }
+    for o in &step.outputs {
         let i = match o {
             Output::ResetCycleFinished {
                 outcome: CycleOutcome::Completed(_),
@@ -321,6 +374,9 @@ pub fn alphabet<S: Sut>(world: &World<S>, wide: bool) -> Vec<(Tick, Input)> {
         if book.callback.is_some() {
             v.push(Input::CallbackDone { client });
         }
+        if book.ops > 0 && !book.fence_pending {
+            v.push(Input::AccessDone { client });
+        }
         if book.fence_pending {
             v.push(Input::FenceDone { client });
             continue; // revoked: every other call fails
@@ -335,6 +391,12 @@ pub fn alphabet<S: Sut>(world: &World<S>, wide: bool) -> Vec<(Tick, Input)> {
         v.push(Input::AcquireInterface { client });
         v.push(Input::ResetRequest { client });
         v.push(Input::ResetExecute { client });
+        v.push(Input::CanRecover { client });
+        v.push(if book.cannot_pause {
+            Input::CanPause { client }
+        } else {
+            Input::CannotPause { client }
+        });
         v.push(Input::Bind {
             client,
             ports: PortSet::single(PhysPort(0)),
@@ -509,7 +571,7 @@ fn expand<S: Sut>(
             let mut next = world.clone();
             x.edges += 1;
             match next.step(now, input) {
-                Ok(step) => landmarks(&step.outputs, &mut x.reached),
+                Ok(step) => landmarks(world, &input, &step, &next, &mut x.reached),
                 Err(v) => {
                     x.violation = Some((v, *id, Some((now, input))));
                     return x;

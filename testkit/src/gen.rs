@@ -61,6 +61,18 @@ impl Generator {
         Ok(DeviceId(u.int_in_range(0..=(S::DEVICES as u8 - 1))?))
     }
 
+    /// Mostly a device whose query stop succeeded (a stop anywhere else is refused).
+    fn pending_stop<S: Sut>(&self, u: &mut Unstructured<'_>, world: &World<S>) -> Result<DeviceId> {
+        let pending: Vec<DeviceId> = (0..S::DEVICES as u8)
+            .map(DeviceId)
+            .filter(|d| world.sut.phase(*d) == Some(pnp_lifecycle::PhaseKind::StopPending))
+            .collect();
+        if !pending.is_empty() && !u.ratio(1, 4)? {
+            return Ok(*u.choose(&pending)?);
+        }
+        self.device::<S>(u)
+    }
+
     fn port<S: Sut>(&self, u: &mut Unstructured<'_>) -> Result<PhysPort> {
         if u.ratio(1, 32)? {
             return Ok(PhysPort(S::PORTS as u8));
@@ -116,6 +128,72 @@ impl Generator {
         Ok((now, input))
     }
 
+    /// A step that moves a device along its lifecycle (so that random bytes reach deep
+    /// states: a client's operation in flight while a stop, a reset or a removal comes).
+    fn driven<S: Sut>(&mut self, u: &mut Unstructured<'_>, world: &World<S>) -> Result<Input> {
+        use pnp_lifecycle::PhaseKind as K;
+        let device = DeviceId(u.int_in_range(0..=(S::DEVICES as u8 - 1))?);
+        let token = self.token(u)?;
+        let live: Vec<ClientHandle> = world
+            .oracle
+            .handles()
+            .filter(|(h, c)| h.device == device && c.addressable() && !c.cut)
+            .map(|(h, _)| h)
+            .collect();
+        let voters: Vec<ClientHandle> = world
+            .oracle
+            .handles()
+            .filter(|(h, c)| h.device == device && c.voter && c.owed_end && !c.cut)
+            .map(|(h, _)| h)
+            .collect();
+        let epoch = world.sut.epoch(device).unwrap_or(Epoch(0));
+        Ok(match world.sut.phase(device) {
+            Some(K::Absent) => Input::AddDevice { device },
+            Some(K::Added | K::Stopped) => Input::Start { device, token },
+            Some(K::Starting) => Input::StartDone {
+                device,
+                result: StartResult::Started,
+            },
+            Some(K::Running) => match u.int_in_range(0..=5u8)? {
+                0 if live.len() < S::CLIENTS => Input::Register {
+                    device,
+                    kind: ClientKind::Untrusted,
+                },
+                0..=2 if !live.is_empty() => {
+                    let client = *u.choose(&live)?;
+                    if world.oracle.client(client).and_then(|c| c.interface) != Some(epoch) {
+                        Input::AcquireInterface { client }
+                    } else {
+                        Input::Access {
+                            client,
+                            epoch,
+                            what: Access::HardwareOp,
+                        }
+                    }
+                }
+                3 => Input::QueryStop { device, token },
+                4 if !live.is_empty() => Input::ResetRequest {
+                    client: *u.choose(&live)?,
+                },
+                _ => Input::Remove { device, token },
+            },
+            Some(K::StopPending) => Input::Stop { device, token },
+            Some(K::Quiescing) if !voters.is_empty() => {
+                let client = *u.choose(&voters)?;
+                if u.arbitrary()? {
+                    Input::ResetExecute { client }
+                } else {
+                    Input::CanRecover { client }
+                }
+            }
+            Some(K::Executing) => Input::ResetDone {
+                device,
+                result: ResetResult::Succeeded,
+            },
+            _ => Input::Timeout,
+        })
+    }
+
     fn input<S: Sut>(&mut self, u: &mut Unstructured<'_>, world: &World<S>) -> Result<Input> {
         let choice = u.int_in_range(0..=111u8)?;
         let input = match choice {
@@ -157,7 +235,7 @@ impl Generator {
                 token: self.token(u)?,
             },
             17 => Input::Stop {
-                device: self.device::<S>(u)?,
+                device: self.pending_stop::<S>(u, world)?,
                 token: self.token(u)?,
             },
             18..=19 => Input::QueryRemove {
@@ -266,7 +344,8 @@ impl Generator {
                     what,
                 }
             }
-            84..=93 => Input::Timeout,
+            84..=89 => Input::Timeout,
+            90..=93 => self.driven(u, world)?,
             94..=96 => {
                 let out = world.fences_out();
                 if !out.is_empty() && !u.ratio(1, 8)? {
@@ -296,10 +375,10 @@ impl Generator {
             103..=106 => Input::CanRecover {
                 client: self.handle(u, world)?,
             },
-            107..=108 => Input::CannotPause {
+            107 => Input::CannotPause {
                 client: self.handle(u, world)?,
             },
-            109 => Input::CanPause {
+            108..=109 => Input::CanPause {
                 client: self.handle(u, world)?,
             },
             _ => Input::arbitrary(u)?,

@@ -643,6 +643,10 @@ impl Dev {
 
     /// Revoke: fence if a callback is in flight, else tell `Revoked` (when `tell`).
     fn revoke(&mut self, cx: &mut Cx<'_>, i: usize, tell: bool) {
+        // A voter revoked without saying it can recover makes the reset run.
+        if self.cls[i].reg == Reg::Live && self.cls[i].role == Role::Voting {
+            self.reset_is_needed();
+        }
         let newly = matches!(self.cls[i].reg, Reg::Live | Reg::Removed);
         if newly {
             self.cls[i].reg = Reg::Revoked;
@@ -662,6 +666,12 @@ impl Dev {
     /// Whether the device waits on nothing of this client.
     fn settled(c: &Cl) -> bool {
         c.cb.is_none() && !c.fence && c.ops == 0
+    }
+
+    fn reset_is_needed(&mut self) {
+        if let St::Quiescing { reset_needed, .. } = &mut self.st {
+            *reset_needed = true;
+        }
     }
 
     /// Whether any hardware operation is in flight (a fenced one until `FenceDone`).
@@ -900,6 +910,10 @@ impl Dev {
                     return Ok(Reply::Unregistered(Unregistered::Already));
                 }
                 let settled = Dev::settled(c);
+                // A voter that leaves without saying it can recover makes the reset run.
+                if c.reg == Reg::Live && c.role == Role::Voting {
+                    self.reset_is_needed();
+                }
                 self.cls[i].mbox = Mbox::default();
                 if settled {
                     self.release_slot(cx, i);

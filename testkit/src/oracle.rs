@@ -198,11 +198,24 @@ pub struct DeviceBook {
     pub votes_recover: u32,
     /// Voters of the running cycle revoked without answering.
     pub silent_revoked: u32,
+    /// Voters of the running cycle that unregistered without answering.
+    pub voters_left: u32,
     /// A start claimed resources (`StartDone` with `Started` or `FailedAfterResources`)
     /// that no `ReleaseResources` has released yet.
     pub resources_held: bool,
     /// Every client handle ever issued for the device.
     pub clients: BTreeMap<(u8, u16), ClientBook>,
+}
+
+impl DeviceBook {
+    /// Whether every voter of the running cycle answered `CanRecover` (and there was at
+    /// least one): the only case in which the cycle ends without a hardware reset.
+    pub fn all_voters_recover(&self) -> bool {
+        self.votes_recover > 0
+            && self.votes_reset == 0
+            && self.silent_revoked == 0
+            && self.voters_left == 0
+    }
 }
 
 /// The invariant checker. Feed it every step with [`Oracle::check_step`].
@@ -221,12 +234,6 @@ pub struct Oracle {
     /// ([`Check::Fence`]). Tests turn it off to show that the liveness drive alone also
     /// sees a missing fence (as I9).
     pub fence_check: bool,
-    /// Whether a cycle may end without a reset when voters that left or were revoked
-    /// never said they can recover (so possibly with no `CanRecover` at all). False (the
-    /// contract): the cycle ends without a reset only if at least one voter answered
-    /// `CanRecover`, none answered `ResetExecute` and none was revoked without answering
-    /// ([`Check::Recovery`]).
-    pub lenient_recovery: bool,
 }
 
 fn is_cycle_phase(p: Option<PhaseKind>) -> bool {
@@ -242,7 +249,6 @@ impl Oracle {
             unload_finished: false,
             metamorphic_links: true,
             fence_check: true,
-            lenient_recovery: std::env::var_os("PNP_LENIENT_RECOVERY").is_some(),
         }
     }
 
@@ -668,13 +674,14 @@ impl Oracle {
             if pa == Some(PhaseKind::Removing) && pb != Some(PhaseKind::Removing) {
                 self.dev_mut(d)?.removal_since = Some(now);
             }
-            if is_cycle_phase(pa) && !is_cycle_phase(pb) {
-                let requested = input.device() == Some(d)
-                    && matches!(
-                        reply,
-                        Reply::Reset(ResetAnswer::Started)
-                            | Reply::Fatal(FatalAnswer::Served(ResetAnswer::Started))
-                    );
+            let requested = input.device() == Some(d)
+                && matches!(
+                    reply,
+                    Reply::Reset(ResetAnswer::Started)
+                        | Reply::Fatal(FatalAnswer::Served(ResetAnswer::Started))
+                );
+            // A cycle began (one that also ended in this step is answered in its outputs).
+            if !is_cycle_phase(pb) && (is_cycle_phase(pa) || requested) {
                 let b = self.dev_mut(d)?;
                 if b.cycles_owed != 0 {
                     fail!(I8, "a new cycle began while {} owed", b.cycles_owed);
@@ -830,6 +837,13 @@ impl Oracle {
                         )
                     }
                     _ => {}
+                }
+                let was_voter = self.client(client).is_some_and(|c| c.voter);
+                if how == Unregistered::Now
+                    && was_voter
+                    && is_cycle_phase(before.phase(client.device))
+                {
+                    self.dev_mut(client.device)?.voters_left += 1;
                 }
                 if how == Unregistered::Now {
                     if let Some(c) = self.client_mut(client) {
@@ -1283,7 +1297,7 @@ impl Oracle {
                         if b.cycles_owed == 0 {
                             fail!(I8, "hardware reset with no cycle");
                         }
-                        if b.votes_reset == 0 && b.votes_recover > 0 && b.silent_revoked == 0 {
+                        if b.all_voters_recover() {
                             fail!(
                                 Recovery,
                                 "hardware reset of {:?} though every voter that answered \
@@ -1360,7 +1374,6 @@ impl Oracle {
                     fail!(FatalAnswered, "a cycle ended FoldedIntoStop");
                 }
                 if let CycleOutcome::Recovered(e) = outcome {
-                    let lenient = self.lenient_recovery;
                     let b = self.dev_mut(device)?;
                     if Some(e) != before.epoch(device) || Some(e) != after.epoch(device) {
                         fail!(
@@ -1371,22 +1384,17 @@ impl Oracle {
                             after.epoch(device)
                         );
                     }
-                    if b.votes_reset > 0 || (b.votes_recover == 0 && !lenient) {
+                    // Only when every voter said it can recover (and at least one did).
+                    if !b.all_voters_recover() {
                         fail!(
                             Recovery,
                             "{:?}'s cycle ended without a reset: {} voters needed one, {} \
-                             said they can recover",
+                             said they can recover, {} left and {} were revoked without \
+                             saying so",
                             device,
                             b.votes_reset,
-                            b.votes_recover
-                        );
-                    }
-                    if b.silent_revoked > 0 && !lenient {
-                        fail!(
-                            Recovery,
-                            "{:?}'s cycle ended without a reset, but {} voters were revoked \
-                             without saying they can recover",
-                            device,
+                            b.votes_recover,
+                            b.voters_left,
                             b.silent_revoked
                         );
                     }
@@ -1506,6 +1514,7 @@ impl Oracle {
         b.votes_reset = 0;
         b.votes_recover = 0;
         b.silent_revoked = 0;
+        b.voters_left = 0;
         b.drain_since = None;
         for c in b.clients.values_mut() {
             c.voter = c.addressable() && !c.cut;

@@ -247,14 +247,15 @@ pub fn compare_state<S: Sut>(sut: &S, model: &Model) -> Result<(), String> {
 /// How [`drive_to_quiescence`] treats the clients.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Quiesce {
-    /// Clients answer: every callback returns, every client unregisters; then the driver
-    /// unloads.
+    /// Clients answer: every callback returns, every hardware operation is reported done,
+    /// every client unregisters; then the driver unloads.
     Cooperative,
-    /// Clients return their callbacks but never answer `RESET` or detach: deadlines must
-    /// still end every cycle, and then unload must finish.
+    /// Clients return their callbacks but never answer `RESET`, never finish a hardware
+    /// operation and never detach: deadlines must still end every cycle, stop and
+    /// removal, and then unload must finish.
     Uncooperative,
-    /// Clients never return a callback, never answer, never detach, and the owner's clock
-    /// jumps far ahead between inputs. The owner only keeps its own duties: complete
+    /// Clients never return a callback, never answer, never finish a hardware operation,
+    /// never detach, and the owner's clock jumps far ahead between inputs. The owner only keeps its own duties: complete
     /// hardware commands, answer fences (late), feed `Timeout` when the clock reaches
     /// `poll_timeout`. Every cycle, stop, remove and unload must still finish (I9).
     Hostile,
@@ -274,9 +275,9 @@ pub fn drive_to_quiescence<S: Sut>(
 ) -> Result<usize, Violation> {
     let clients = S::DEVICES * S::CLIENTS;
     // A client: a few callbacks (its mailbox holds at most three ordered events, a link
-    // bit a port and a last event), an unregister, a fence. A device: hardware
-    // completions and a few timeouts.
-    let budget = clients * (S::PORTS + 10) + 10 * S::DEVICES + 16;
+    // bit a port and a last event), up to 16 operations reported done, an unregister, a
+    // fence. A device: hardware completions and a few timeouts.
+    let budget = clients * (S::PORTS + 26) + 10 * S::DEVICES + 16;
     let mut steps = 0;
     let mut cycles_settled = mode == Quiesce::Cooperative;
     while steps <= budget {
@@ -334,6 +335,10 @@ fn next_duty<S: Sut>(
         }
     }
     if mode == Quiesce::Cooperative {
+        // Cooperative clients finish their hardware operations.
+        if let Some(client) = world.operations_out().first() {
+            return Ok((clock, Input::AccessDone { client: *client }));
+        }
         if let Some((client, _)) = world
             .oracle
             .handles()
