@@ -36,10 +36,18 @@ fail() { echo "firmware-qemu: FAILED: $*"; exit 1; }
 ! grep -q '^PANIC' "$out" || fail "panic or fault on the target"
 ! grep -q '^CHECK FAILED' "$out" || fail "a check failed on the target"
 [ "$status" -eq 0 ] || fail "semihosting exit status $status"
+# Each client count runs twice: interrupt path "latch" (the default) and "feed".
 for n in 1 4 8; do
-    grep -q "^cycle: $n clients, .*: completed$" "$out" || fail "reset cycle with $n clients did not complete"
-    grep -q "^unload: $n clients, .*UnloadMayFinish x1: finished exactly once$" "$out" ||
-        fail "unload with $n clients did not finish exactly once"
+    for path in latched fed; do
+        grep -q "^cycle: $n clients, isr $path, .*: completed$" "$out" ||
+            fail "reset cycle with $n clients (isr $path) did not complete"
+    done
+    [ "$(grep -c "^unload: $n clients, .*UnloadMayFinish x1: finished exactly once$" "$out")" -eq 2 ] ||
+        fail "unload with $n clients did not finish exactly once in both runs"
 done
+# The latching interrupt keeps interrupts masked for the same instructions whatever the
+# number of clients.
+isr=$(sed -n 's/^latency: isr path latch, [0-9]* clients, masked instructions: fatal-error isr \([0-9]*\),.*/\1/p' "$out" | sort -u)
+[ "$(printf '%s\n' "$isr" | grep -c .)" -eq 1 ] || fail "latching interrupt's masked time depends on the clients: $isr"
 grep -qx 'RESULT: PASS' "$out" || fail "no RESULT: PASS line"
 echo "firmware-qemu: 1 passed, 0 failed ($((SECONDS - start)) s including the build)"

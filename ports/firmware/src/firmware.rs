@@ -23,6 +23,17 @@ pub trait Board {
     /// [`Input::CallbackDone`].
     fn notify(&mut self, client: ClientHandle, event: Event);
 
+    /// A client callback that may answer from inside the notification (Linux's
+    /// `error_detected` returning its vote): the client acknowledges `RESET` with
+    /// [`Answers::reset_execute`] or [`Answers::can_recover`], acquires the interface on
+    /// `RESET_END`, unregisters on `Removed`. The port feeds the answers, in order, before
+    /// the callback's [`Input::CallbackDone`] (never losing one: they wait with the owed
+    /// completions until the buffer has room). Default: [`notify`](Self::notify), no answer.
+    fn deliver(&mut self, client: ClientHandle, event: Event, answers: &mut Answers) {
+        let _ = answers;
+        self.notify(client, event);
+    }
+
     /// Fence a revoked client ([`Output::Fence`]): mask its path to the hardware (its
     /// doorbell page, DMA window, interrupt line), so nothing it left behind can reach the
     /// device, including a hardware operation of it still in flight (a granted
@@ -65,6 +76,119 @@ pub trait Board {
     }
 }
 
+/// What a client answers from inside its callback ([`Board::deliver`]): inputs of that
+/// client, fed in order right after the callback returns, before its `CallbackDone`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Answers {
+    client: ClientHandle,
+    inputs: heapless::Vec<Input, { Answers::CAPACITY }>,
+    overflow: bool,
+}
+
+impl Answers {
+    /// Answers one callback can give.
+    pub const CAPACITY: usize = 4;
+
+    /// No answer yet, from `client`.
+    pub fn new(client: ClientHandle) -> Self {
+        Answers {
+            client,
+            inputs: heapless::Vec::new(),
+            overflow: false,
+        }
+    }
+
+    /// The client answering.
+    pub fn client(&self) -> ClientHandle {
+        self.client
+    }
+
+    /// Answer `RESET`: quiesced, reset the hardware (`Input::ResetExecute`).
+    pub fn reset_execute(&mut self) {
+        self.push(Input::ResetExecute {
+            client: self.client,
+        });
+    }
+
+    /// Answer `RESET`: quiesced, and can recover without a hardware reset
+    /// (`Input::CanRecover`).
+    pub fn can_recover(&mut self) {
+        self.push(Input::CanRecover {
+            client: self.client,
+        });
+    }
+
+    /// Fetch the new interface (`Input::AcquireInterface`, after `RESET_END`).
+    pub fn acquire_interface(&mut self) {
+        self.push(Input::AcquireInterface {
+            client: self.client,
+        });
+    }
+
+    /// Detach (`Input::Unregister`, after `Removed`).
+    pub fn unregister(&mut self) {
+        self.push(Input::Unregister {
+            client: self.client,
+        });
+    }
+
+    /// Ask for a soft reset (`Input::ResetRequest`).
+    pub fn reset_request(&mut self) {
+        self.push(Input::ResetRequest {
+            client: self.client,
+        });
+    }
+
+    /// Any other input. Past [`CAPACITY`](Self::CAPACITY) answers the rest are dropped and
+    /// reported ([`PortError::TooManyAnswers`]).
+    pub fn push(&mut self, input: Input) {
+        if self.inputs.push(input).is_err() {
+            self.overflow = true;
+        }
+    }
+
+    /// The answers, in order.
+    pub fn inputs(&self) -> &[Input] {
+        &self.inputs
+    }
+}
+
+/// A completion or answer thread mode owes the machine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Owed {
+    input: Input,
+    /// A client's answer from inside its callback (may be refused: reported, not a bug).
+    answer: bool,
+}
+
+/// How thread mode sleeps when it has nothing to do ([`Firmware::run`]).
+///
+/// `sleep` must check `ready` *with interrupts masked* and, if it says no work is waiting,
+/// sleep in a way that an interrupt pended after the check still wakes (on Cortex-M: `wfi`
+/// with PRIMASK set wakes on a pending interrupt, which runs once PRIMASK is restored), so
+/// an interrupt that lands between the check and the sleep is never lost.
+pub trait Idle {
+    /// Sleep until an interrupt, unless `ready()` (work waiting or a deadline due) is true.
+    fn sleep(&mut self, ready: &mut dyn FnMut() -> bool);
+}
+
+/// The Cortex-M idle: `critical_section::with(|_| if !ready() { wfi })`. Correct with a
+/// PRIMASK-based critical section (cortex-m's `critical-section-single-core`).
+#[cfg(feature = "cortex-m")]
+#[derive(Debug, Default, Clone, Copy)]
+pub struct WfiIdle;
+
+#[cfg(feature = "cortex-m")]
+impl Idle for WfiIdle {
+    fn sleep(&mut self, ready: &mut dyn FnMut() -> bool) {
+        critical_section::with(|_| {
+            if !ready() {
+                cortex_m::asm::wfi();
+            }
+        });
+    }
+}
+
 /// A refusal or failure seen by thread mode.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PortError<E> {
@@ -95,6 +219,19 @@ pub enum PortError<E> {
     /// Every completion slot is taken and the buffer has no room to feed one (never seen;
     /// see the README's bound).
     Stalled,
+    /// The machine refused an answer a client gave from its callback ([`Answers`]), e.g. a
+    /// client revoked meanwhile. Nothing changed.
+    AnswerRefused {
+        /// The answer.
+        input: Input,
+        /// Why.
+        error: Error,
+    },
+    /// A callback gave more than [`Answers::CAPACITY`] answers; the rest were dropped.
+    TooManyAnswers {
+        /// The client.
+        client: ClientHandle,
+    },
 }
 
 impl<E> From<Busy> for PortError<E> {
@@ -127,6 +264,18 @@ pub struct ThreadStats {
     pub resets: u32,
     /// Reset pulses that failed.
     pub reset_failures: u32,
+    /// Answers clients gave from inside their callbacks.
+    pub answers: u32,
+    /// Times [`Firmware::run`] slept.
+    pub sleeps: u32,
+    /// Timeouts fed by [`Firmware::run`].
+    pub timeouts: u32,
+}
+
+/// One unit of work before the reset pulse, which the sync and async fronts run their way.
+pub(crate) enum Work {
+    Done(Step),
+    Reset(Output, DeviceId),
 }
 
 /// The thread-mode half of the port: borrows the shared state, owns the reset control `R`
@@ -140,7 +289,7 @@ where
     shared: &'a L,
     reset: R,
     board: B,
-    owed: Deque<Input, Q>,
+    owed: Deque<Owed, Q>,
     error: Option<PortError<R::Error>>,
     stats: ThreadStats,
 }
@@ -234,50 +383,159 @@ where
     /// One unit of work: feed the oldest owed completion if the buffer has room, else act
     /// on the oldest buffered output, else replay a latched fatal error.
     pub fn step(&mut self) -> Result<Step, PortError<R::Error>> {
-        if let Some(&input) = self.owed.front() {
-            match self.feed_now(input)? {
-                Ok(_) => {
-                    self.owed.pop_front();
-                    return Ok(Step::Fed(input));
-                }
-                Err(FeedError::Refused(error)) => {
-                    self.owed.pop_front();
+        match self.work()? {
+            Work::Done(step) => Ok(step),
+            Work::Reset(output, device) => {
+                let result = self.reset.reset(device);
+                self.finish_reset(device, result)
+                    .map(|()| Step::Acted(output))
+            }
+        }
+    }
+
+    fn feed_owed(&mut self, owed: Owed) -> Result<Option<Step>, PortError<R::Error>> {
+        match self.feed_now(owed.input)? {
+            Ok(_) => {
+                self.owed.pop_front();
+                Ok(Some(Step::Fed(owed.input)))
+            }
+            Err(FeedError::Refused(error)) => {
+                self.owed.pop_front();
+                let input = owed.input;
+                if owed.answer {
+                    fw_debug!("answer refused: {}", error);
+                    Err(PortError::AnswerRefused { input, error })
+                } else {
                     fw_warn!("completion refused: {}", error);
-                    return Err(PortError::CompletionRefused { input, error });
+                    Err(PortError::CompletionRefused { input, error })
                 }
-                Err(FeedError::Backlog { .. }) => {}
+            }
+            Err(FeedError::Backlog { .. }) => Ok(None),
+        }
+    }
+
+    pub(crate) fn work(&mut self) -> Result<Work, PortError<R::Error>> {
+        if let Some(&owed) = self.owed.front() {
+            if let Some(step) = self.feed_owed(owed)? {
+                return Ok(Work::Done(step));
             }
         }
         if self.owed.is_full() {
             return Err(PortError::Stalled);
         }
         if let Some(output) = self.shared.lock(Shared::pop)? {
-            return self.act(output).map(|()| Step::Acted(output));
+            if let Output::Hardware {
+                device,
+                command: HardwareCommand::Reset,
+            } = output
+            {
+                self.stats.acted = self.stats.acted.saturating_add(1);
+                self.stats.resets = self.stats.resets.saturating_add(1);
+                self.board.observe(&output);
+                return Ok(Work::Reset(output, device));
+            }
+            return self.act(output).map(|()| Work::Done(Step::Acted(output)));
         }
-        if let Some(&input) = self.owed.front() {
+        if let Some(&owed) = self.owed.front() {
             // The buffer is empty now (an interrupt may have emptied it since the first
             // try only under the planted fault), so the completion fits.
-            return match self.feed_now(input)? {
-                Ok(_) => {
-                    self.owed.pop_front();
-                    Ok(Step::Fed(input))
-                }
-                Err(FeedError::Refused(error)) => {
-                    self.owed.pop_front();
-                    Err(PortError::CompletionRefused { input, error })
-                }
-                Err(FeedError::Backlog { .. }) => Err(PortError::Stalled),
+            return match self.feed_owed(owed)? {
+                Some(step) => Ok(Work::Done(step)),
+                None => Err(PortError::Stalled),
             };
         }
         let board = &mut self.board;
         if let Some((device, result)) = self.shared.lock(|s| s.replay_latched(board.now()))? {
-            return Ok(Step::ReplayedFatal(device, result));
+            return Ok(Work::Done(Step::ReplayedFatal(device, result)));
         }
-        Ok(Step::Idle)
+        Ok(Work::Done(Step::Idle))
+    }
+
+    /// Feed the outcome of a reset pulse (owed as `ResetDone`), reporting a failed pulse.
+    pub(crate) fn finish_reset(
+        &mut self,
+        device: DeviceId,
+        result: Result<(), R::Error>,
+    ) -> Result<(), PortError<R::Error>> {
+        let (result, error) = match result {
+            Ok(()) => (ResetResult::Succeeded, None),
+            Err(error) => {
+                fw_warn!("device {} reset pulse failed", device.0);
+                self.stats.reset_failures = self.stats.reset_failures.saturating_add(1);
+                (ResetResult::Failed, Some(error))
+            }
+        };
+        self.board.reset_finished(device, result);
+        self.owe(Input::ResetDone { device, result })?;
+        match error {
+            Some(error) => Err(PortError::Reset { device, error }),
+            None => Ok(()),
+        }
+    }
+
+    /// Whether thread mode has work: an owed completion, a buffered output or a latched
+    /// fatal error (the negation of [`is_idle`](Self::is_idle)).
+    pub fn has_work(&self) -> Result<bool, Busy> {
+        self.is_idle().map(|idle| !idle)
+    }
+
+    /// The owner loop, so that firmware does not write its own: act on every output (client
+    /// callbacks through [`Board::deliver`], whose answers are fed before the callback's
+    /// `CallbackDone`; the reset pulse; start, shutdown, fences), feed latched fatal errors,
+    /// feed [`Input::Timeout`] once the board's clock reaches [`poll_timeout`](Self::poll_timeout),
+    /// and sleep through `idle` when nothing is left — the readiness check (work waiting, the
+    /// deadline due) runs inside `idle`'s critical section, so an interrupt that latches a
+    /// fatal error or a timer tick just before the sleep is never missed.
+    ///
+    /// Returns `Ok(())` once `done` says so (checked whenever thread mode is idle), or the
+    /// first error met; the work behind it went on (no completion dropped), so calling `run`
+    /// again resumes. Every client gets its events in order and none is lost: the machine
+    /// keeps at most one callback in flight a client, and a callback is made synchronously
+    /// here, so no mailbox stands between the machine and the client.
+    ///
+    /// ```ignore
+    /// let mut fw = Firmware::new(&MACHINE, reset_line, board);
+    /// fw.run(&mut WfiIdle, |fw| fw.board().unloaded)?;
+    /// ```
+    pub fn run<I: Idle>(
+        &mut self,
+        idle: &mut I,
+        mut done: impl FnMut(&mut Self) -> bool,
+    ) -> Result<(), PortError<R::Error>> {
+        loop {
+            self.pump()?;
+            let deadline = self.poll_timeout()?;
+            if let Some(deadline) = deadline {
+                if self.board.now() >= deadline {
+                    self.stats.timeouts = self.stats.timeouts.saturating_add(1);
+                    match self.submit(Input::Timeout) {
+                        Ok(_) | Err(PortError::Backlog { .. }) => continue,
+                        Err(error) => return Err(error),
+                    }
+                }
+            }
+            if done(self) {
+                return Ok(());
+            }
+            self.stats.sleeps = self.stats.sleeps.saturating_add(1);
+            let shared = self.shared;
+            let owed = !self.owed.is_empty();
+            let board = &mut self.board;
+            idle.sleep(&mut || {
+                owed || shared.lock(|s| s.has_work()).unwrap_or(true)
+                    || deadline.is_some_and(|d| board.now() >= d)
+            });
+        }
     }
 
     fn owe(&mut self, input: Input) -> Result<(), PortError<R::Error>> {
-        self.owed.push_back(input).map_err(|_| PortError::Stalled)
+        self.owe_as(input, false)
+    }
+
+    fn owe_as(&mut self, input: Input, answer: bool) -> Result<(), PortError<R::Error>> {
+        self.owed
+            .push_back(Owed { input, answer })
+            .map_err(|_| PortError::Stalled)
     }
 
     fn act(&mut self, output: Output) -> Result<(), PortError<R::Error>> {
@@ -286,8 +544,17 @@ where
         match output {
             Output::Notify { client, event } => {
                 self.stats.callbacks = self.stats.callbacks.saturating_add(1);
-                self.board.notify(client, event);
-                self.owe(Input::CallbackDone { client })
+                let mut answers = Answers::new(client);
+                self.board.deliver(client, event, &mut answers);
+                for &input in answers.inputs() {
+                    self.stats.answers = self.stats.answers.saturating_add(1);
+                    self.owe_as(input, true)?;
+                }
+                self.owe(Input::CallbackDone { client })?;
+                if answers.overflow {
+                    return Err(PortError::TooManyAnswers { client });
+                }
+                Ok(())
             }
             Output::Hardware { device, command } => match command {
                 HardwareCommand::Start => {
@@ -295,21 +562,10 @@ where
                     self.owe(Input::StartDone { device, result })
                 }
                 HardwareCommand::Reset => {
+                    // `work` hands resets to `step` (or the async front) before `act`.
                     self.stats.resets = self.stats.resets.saturating_add(1);
-                    let (result, error) = match self.reset.reset(device) {
-                        Ok(()) => (ResetResult::Succeeded, None),
-                        Err(error) => {
-                            fw_warn!("device {} reset pulse failed", device.0);
-                            self.stats.reset_failures = self.stats.reset_failures.saturating_add(1);
-                            (ResetResult::Failed, Some(error))
-                        }
-                    };
-                    self.board.reset_finished(device, result);
-                    self.owe(Input::ResetDone { device, result })?;
-                    match error {
-                        Some(error) => Err(PortError::Reset { device, error }),
-                        None => Ok(()),
-                    }
+                    let result = self.reset.reset(device);
+                    self.finish_reset(device, result)
                 }
                 HardwareCommand::Shutdown => {
                     self.board.shutdown(device);
@@ -322,12 +578,13 @@ where
             },
             Output::Fence { client } => {
                 // Its callback, if made, has returned (thread mode makes them); the one
-                // still owed is superseded by the fence.
-                let mut kept: Deque<Input, Q> = Deque::new();
-                while let Some(input) = self.owed.pop_front() {
-                    if input != (Input::CallbackDone { client }) {
+                // still owed is superseded by the fence, and so are its answers.
+                let mut kept: Deque<Owed, Q> = Deque::new();
+                while let Some(owed) = self.owed.pop_front() {
+                    let its_answer = owed.answer && answer_client(&owed.input) == Some(client);
+                    if owed.input != (Input::CallbackDone { client }) && !its_answer {
                         // Cannot fail: `kept` holds no more than `owed` did.
-                        let _ = kept.push_back(input);
+                        let _ = kept.push_back(owed);
                     }
                 }
                 self.owed = kept;
@@ -393,5 +650,26 @@ where
     /// Give the reset control and the board back.
     pub fn into_parts(self) -> (R, B) {
         (self.reset, self.board)
+    }
+}
+
+/// The client an answer input belongs to.
+fn answer_client(input: &Input) -> Option<ClientHandle> {
+    match *input {
+        Input::ResetExecute { client }
+        | Input::CanRecover { client }
+        | Input::AcquireInterface { client }
+        | Input::Unregister { client }
+        | Input::ResetRequest { client }
+        | Input::CallbackDone { client }
+        | Input::AccessDone { client }
+        | Input::Hold { client }
+        | Input::ReleaseHold { client }
+        | Input::CannotPause { client }
+        | Input::CanPause { client }
+        | Input::FenceDone { client }
+        | Input::Bind { client, .. }
+        | Input::Access { client, .. } => Some(client),
+        _ => None,
     }
 }

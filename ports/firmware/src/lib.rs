@@ -85,10 +85,14 @@ pub mod oracle;
 #[cfg(feature = "race")]
 pub mod race;
 
-pub use firmware::{Board, Firmware, PortError, Step, ThreadStats};
+#[cfg(feature = "cortex-m")]
+pub use firmware::WfiIdle;
+pub use firmware::{Answers, Board, Firmware, Idle, PortError, Step, ThreadStats};
 pub use lock::{Busy, IsrLink, Lock};
 pub use reset::{Polarity, ResetControl, ResetError, ResetLine};
-pub use shared::{on_fatal_interrupt, FeedError, IsrOutcome, IsrStats, Shared};
+pub use shared::{
+    latch_fatal_interrupt, on_fatal_interrupt, FeedError, IsrOutcome, IsrStats, Shared,
+};
 
 /// The core crate, re-exported.
 pub use pnp_lifecycle;

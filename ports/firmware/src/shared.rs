@@ -250,6 +250,25 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Shared<D, C
         }
     }
 
+    /// The constant-time interrupt path ([`latch_fatal_interrupt`]): count the entry and
+    /// latch a fatal error of `device` for thread mode, which feeds it (and broadcasts
+    /// `RESET` to the clients) outside the interrupt. Nothing here depends on the number of
+    /// clients: the machine is not touched.
+    pub fn latch_fatal(&mut self, device: DeviceId) -> IsrOutcome {
+        self.stats.entries = self.stats.entries.saturating_add(1);
+        let Some(flag) = self.latched.get_mut(usize::from(device.0)) else {
+            return IsrOutcome::NoSuchDevice;
+        };
+        *flag = true;
+        self.stats.latched = self.stats.latched.saturating_add(1);
+        IsrOutcome::Latched
+    }
+
+    /// Whether thread mode has work here: a buffered output or a latched fatal error.
+    pub fn has_work(&self) -> bool {
+        !self.pending.is_empty() || self.is_latched_any()
+    }
+
     /// Feed a latched fatal error if the buffer has room now. `None`: nothing latched, or
     /// still no room (the latch stays).
     pub fn replay_latched(&mut self, now: Tick) -> Option<(DeviceId, Result<Reply, Error>)> {
@@ -297,5 +316,30 @@ where
     L: Lock<Shared<D, C, P, Q>>,
 {
     lock.lock(|shared| shared.fatal_error_from_isr(device, now()))
+        .unwrap_or(IsrOutcome::Busy)
+}
+
+/// The catastrophic-error interrupt handler's job in constant time: latch a fatal error of
+/// `device` ([`Shared::latch_fatal`]) and return. Thread mode ([`crate::Firmware::step`],
+/// [`crate::Firmware::run`]) feeds it as `Input::FatalError` at its next step, so the
+/// machine's work — the `RESET` broadcast to every client — runs in thread mode, and the
+/// time this interrupt keeps interrupts masked does not grow with the number of clients
+/// (measured on the target: `ports/firmware/README.md`). The machine's answer is then kept
+/// in [`Shared::last_fatal_answer`] and reported as [`crate::Step::ReplayedFatal`].
+///
+/// ```ignore
+/// #[interrupt]
+/// fn HCA_CATASTROPHIC() {
+///     let _ = pnp_lifecycle_firmware::latch_fatal_interrupt(&MACHINE, DeviceId(0));
+/// }
+/// ```
+pub fn latch_fatal_interrupt<L, const D: usize, const C: usize, const P: usize, const Q: usize>(
+    lock: &L,
+    device: DeviceId,
+) -> IsrOutcome
+where
+    L: Lock<Shared<D, C, P, Q>>,
+{
+    lock.lock(|shared| shared.latch_fatal(device))
         .unwrap_or(IsrOutcome::Busy)
 }

@@ -8,9 +8,8 @@ use core::sync::atomic::{AtomicU32, Ordering};
 
 use cortex_m::interrupt::InterruptNumber;
 use cortex_m::peripheral::NVIC;
-use heapless::Deque;
-use pnp_lifecycle_firmware::pnp_lifecycle::{ClientHandle, DeviceId, Event, Input, Output, Tick};
-use pnp_lifecycle_firmware::Board;
+use pnp_lifecycle_firmware::pnp_lifecycle::{ClientHandle, DeviceId, Event, Output, Tick};
+use pnp_lifecycle_firmware::{Answers, Board};
 
 /// The AN386's interrupt lines used here.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -126,14 +125,13 @@ impl embedded_hal::delay::DelayNs for SpinDelay {
     }
 }
 
-/// The clients and what they saw. A client answers `RESET` with `ResetExecute`, `RESET_END`
-/// by acquiring the new interface and `Removed` by unregistering.
+/// The clients and what they saw. A client answers from inside its callback
+/// (`Board::deliver`): `RESET` with `ResetExecute`, `RESET_END` by acquiring the new
+/// interface, `Removed` by unregistering.
 #[derive(Default)]
 pub struct Clients {
     /// Registered clients.
     pub handles: heapless::Vec<ClientHandle, 8>,
-    /// Answers to feed (one callback in flight a client, so one answer a client at most).
-    pub answers: Deque<Input, 16>,
     /// `RESET` callbacks.
     pub resets: u32,
     /// `RESET_END` callbacks.
@@ -159,25 +157,24 @@ impl Board for Clients {
     }
 
     fn notify(&mut self, client: ClientHandle, event: Event) {
-        let answer = match event {
+        self.deliver(client, event, &mut Answers::new(client));
+    }
+
+    fn deliver(&mut self, _client: ClientHandle, event: Event, answers: &mut Answers) {
+        match event {
             Event::Reset => {
                 self.resets += 1;
-                Some(Input::ResetExecute { client })
+                answers.reset_execute();
             }
             Event::ResetEnd { .. } => {
                 self.reset_ends += 1;
-                Some(Input::AcquireInterface { client })
+                answers.acquire_interface();
             }
             Event::Removed { .. } => {
                 self.removed += 1;
-                Some(Input::Unregister { client })
+                answers.unregister();
             }
-            _ => None,
-        };
-        if let Some(answer) = answer {
-            if self.answers.push_back(answer).is_err() {
-                crate::fail("answer queue full");
-            }
+            _ => {}
         }
     }
 

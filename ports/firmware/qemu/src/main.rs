@@ -24,10 +24,12 @@ use pnp_lifecycle_firmware::pnp_lifecycle::{
     queue_capacity, ClientKind, Config, DeviceId, Input, PhaseKind, Reply, RequestToken,
 };
 use pnp_lifecycle_firmware::{
-    on_fatal_interrupt, Firmware, IsrOutcome, Lock, Polarity, ResetLine, Shared,
+    latch_fatal_interrupt, on_fatal_interrupt, Firmware, IsrOutcome, Lock, Polarity, ResetLine,
+    Shared,
 };
 
 use board::{Clients, Irq, LedPin, SpinDelay};
+use measure::MeasuredIdle;
 
 /// Client slots of the machine: the largest scenario.
 pub const CLIENTS: usize = 8;
@@ -44,6 +46,9 @@ static MACHINE: Machine = Mutex::new(RefCell::new(Shared::new(Config::DEFAULT)))
 /// What the fatal-error interrupt did last (0 none, 1 fed, 2 latched, 3 other).
 static ISR_OUTCOME: AtomicU32 = AtomicU32::new(0);
 static ISR_ENTRIES: AtomicU32 = AtomicU32::new(0);
+/// Which interrupt path the handler takes: 0 latch only (`latch_fatal_interrupt`, the
+/// default), 1 feed the machine in the interrupt (`on_fatal_interrupt`, for comparison).
+static ISR_FEEDS: AtomicU32 = AtomicU32::new(0);
 
 /// Semihosting print, not timed as a critical section.
 #[macro_export]
@@ -65,8 +70,11 @@ fn main() -> ! {
         cal.empty_cs
     );
     let mut ok = true;
-    for clients in [1usize, 4, 8] {
-        ok &= scenario(clients, &cal);
+    for feeds in [false, true] {
+        ISR_FEEDS.store(u32::from(feeds), Ordering::SeqCst);
+        for clients in [1usize, 4, 8] {
+            ok &= scenario(clients, &cal);
+        }
     }
     if ok {
         say!("RESULT: PASS");
@@ -85,7 +93,6 @@ fn scenario(n: usize, cal: &measure::Calibration) -> bool {
     ISR_OUTCOME.store(0, Ordering::SeqCst);
     let line = ResetLine::new(LedPin::new(0), SpinDelay, PULSE_NS, Polarity::ActiveLow);
     let mut fw = Firmware::new(&MACHINE, line, Clients::default());
-    let _ = fw.reset_control();
     let mut ok = true;
     let mut check = |what: &str, cond: bool| {
         if !cond {
@@ -116,7 +123,7 @@ fn scenario(n: usize, cal: &measure::Calibration) -> bool {
             }
         }
     }
-    run_until(&mut fw, |_| true);
+    check("boot", fw.run(&mut MeasuredIdle, |_| true).is_ok());
     let epoch0 = fw.with_machine(|m| m.epoch(DEV)).ok().flatten();
     measure::reset_maxima();
 
@@ -126,7 +133,11 @@ fn scenario(n: usize, cal: &measure::Calibration) -> bool {
     cortex_m::asm::dsb();
     cortex_m::asm::isb();
     check("interrupt taken", ISR_ENTRIES.load(Ordering::SeqCst) > 0);
-    run_until(&mut fw, |fw| fw.board().cycles_finished > 0);
+    check(
+        "owner loop (cycle)",
+        fw.run(&mut MeasuredIdle, |fw| fw.board().cycles_finished > 0)
+            .is_ok(),
+    );
     NVIC::mask(Irq::HcaCatastrophic);
     ISR_ENTRIES.store(0, Ordering::SeqCst);
     let m_cycle = measure::maxima();
@@ -163,7 +174,11 @@ fn scenario(n: usize, cal: &measure::Calibration) -> bool {
     // Driver unload ends it.
     measure::reset_maxima();
     check("unload", fw.input(Input::Unload).is_ok());
-    run_until(&mut fw, |fw| fw.board().unload_finished > 0);
+    check(
+        "owner loop (unload)",
+        fw.run(&mut MeasuredIdle, |fw| fw.board().unload_finished > 0)
+            .is_ok(),
+    );
     let m_unload = measure::maxima();
     let b = fw.board();
     check("unload finished exactly once", b.unload_finished == 1);
@@ -176,10 +191,11 @@ fn scenario(n: usize, cal: &measure::Calibration) -> bool {
         b.removed,
         b.unload_finished
     );
-    let mut line = heapless::String::<160>::new();
+    let mut line = heapless::String::<200>::new();
     let _ = write!(
         line,
-        "latency: {} clients, masked instructions: fatal-error isr {}, thread max (cycle) {}, thread max (unload) {}",
+        "latency: isr path {}, {} clients, masked instructions: fatal-error isr {}, thread max (cycle) {}, thread max (unload) {}",
+        if ISR_FEEDS.load(Ordering::Relaxed) == 0 { "latch" } else { "feed" },
         n,
         cal.instructions(m_cycle.fatal_isr),
         cal.instructions(m_cycle.thread),
@@ -189,48 +205,16 @@ fn scenario(n: usize, cal: &measure::Calibration) -> bool {
     ok
 }
 
-/// The hand-written owner loop: act on every output, feed the clients' answers and due
-/// timeouts, sleep until an interrupt when there is nothing to do.
-fn run_until<R, F>(fw: &mut Firmware<'static, Machine, R, Clients, 1, CLIENTS, 2, Q>, done: F)
-where
-    R: pnp_lifecycle_firmware::ResetControl,
-    F: Fn(&Firmware<'static, Machine, R, Clients, 1, CLIENTS, 2, Q>) -> bool,
-{
-    loop {
-        let _ = fw.pump();
-        let mut fed = false;
-        while let Some(input) = fw.board_mut().answers.pop_front() {
-            let _ = fw.input(input);
-            fed = true;
-        }
-        if fed {
-            continue;
-        }
-        if done(fw) {
-            return;
-        }
-        if let Ok(Some(deadline)) = fw.poll_timeout() {
-            if board::now() >= deadline {
-                let _ = fw.timeout();
-                continue;
-            }
-        }
-        if fw.is_idle().unwrap_or(false) {
-            critical_section::with(|_| {
-                if MACHINE.lock(|s| !s.is_latched_any()).unwrap_or(false) {
-                    cortex_m::asm::wfi();
-                }
-            });
-        }
-    }
-}
-
 /// The catastrophic-error interrupt (NVIC line 31 of the AN386).
 #[no_mangle]
 extern "C" fn HCA_CATASTROPHIC() {
     measure::enter_isr();
     ISR_ENTRIES.fetch_add(1, Ordering::SeqCst);
-    let outcome = on_fatal_interrupt(&MACHINE, DEV, board::now);
+    let outcome = if ISR_FEEDS.load(Ordering::Relaxed) == 0 {
+        latch_fatal_interrupt(&MACHINE, DEV)
+    } else {
+        on_fatal_interrupt(&MACHINE, DEV, board::now)
+    };
     ISR_OUTCOME.store(
         match outcome {
             IsrOutcome::Fed(_) => 1,

@@ -17,6 +17,8 @@ struct MeasuredCs;
 critical_section::set_impl!(MeasuredCs);
 
 static START: AtomicU32 = AtomicU32::new(0);
+/// Ticks of the current section before a `wfi` (see [`MeasuredIdle`]).
+static ACC: AtomicU32 = AtomicU32::new(0);
 static IN_ISR: AtomicBool = AtomicBool::new(false);
 static UNTIMED: AtomicBool = AtomicBool::new(false);
 static MAX_THREAD: AtomicU32 = AtomicU32::new(0);
@@ -41,7 +43,8 @@ unsafe impl critical_section::Impl for MeasuredCs {
     unsafe fn release(was_active: bool) {
         if was_active {
             let end = cvr();
-            let ticks = START.load(Ordering::Relaxed).wrapping_sub(end) & 0xFF_FFFF;
+            let ticks = (START.load(Ordering::Relaxed).wrapping_sub(end) & 0xFF_FFFF)
+                + ACC.swap(0, Ordering::Relaxed);
             if !UNTIMED.load(Ordering::Relaxed) {
                 let max = if IN_ISR.load(Ordering::Relaxed) {
                     &MAX_FATAL
@@ -139,4 +142,23 @@ pub fn calibrate() -> Calibration {
     let empty_cs = maxima().thread;
     reset_maxima();
     Calibration { per_100, empty_cs }
+}
+
+/// The port's `WfiIdle` (check, then `wfi`, inside the critical section) with the probe
+/// paused while the core sleeps: an interrupt pended during `wfi` wakes the core at once
+/// and is taken as the section ends, so the sleep itself delays no interrupt; the
+/// instructions before and after it are counted.
+pub struct MeasuredIdle;
+
+impl pnp_lifecycle_firmware::Idle for MeasuredIdle {
+    fn sleep(&mut self, ready: &mut dyn FnMut() -> bool) {
+        critical_section::with(|_| {
+            if !ready() {
+                let before = START.load(Ordering::Relaxed).wrapping_sub(cvr()) & 0xFF_FFFF;
+                ACC.fetch_add(before, Ordering::Relaxed);
+                cortex_m::asm::wfi();
+                START.store(cvr(), Ordering::Relaxed);
+            }
+        });
+    }
 }
