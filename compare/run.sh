@@ -1,0 +1,180 @@
+#!/usr/bin/env bash
+# Issue 12's measurement: pnp-lifecycle against the peers of ../shared/peers (statig-fsm,
+# naive-std) on the same reset cycle, all three in one run, printed as one table.
+#
+#   instructions per cycle: callgrind, (Ir(101 rounds) - Ir(1 round)) / 100, release build
+#   wall: the median of REPS interleaved runs (ns a cycle, timed inside the binary)
+#   plus: query stop + cancel stop, 64 slots with one client vs 1 slot, size_of figures,
+#   and the firmware figures (thumbv7em-none-eabihf, opt-level "s", 1 device, 4 clients,
+#   1 port): the core's .text and its RAM.
+#
+# Usage: bash compare/run.sh            (REPS=7 by default; COMPARE_PROFILE=1 adds a
+#        callgrind_annotate of pnp's cycle at 16 clients)
+# A missing tool gives a printed SKIPPED line, never a silent gap.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CARGO_TERM_COLOR=never
+skip() { printf 'SKIPPED: %s\n' "$*"; }
+
+REPS="${REPS:-7}"
+CLIENTS=(1 4 16 64)
+IMPLS=(statig naive pnp)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+if [ ! -d ../shared/peers/statig-fsm ] || [ ! -d ../shared/peers/naive-std ]; then
+  skip "the comparison: ../shared/peers (statig-fsm, naive-std) is not beside the repository"
+  exit 0
+fi
+
+cargo build -q --release -p pnp-compare
+BIN=target/release/pnp-compare
+
+# --- instructions (callgrind) ------------------------------------------------------------
+# ir IMPL N ROUNDS: instructions of one whole run.
+ir() {
+  valgrind --tool=callgrind --callgrind-out-file=/dev/null "$BIN" "$@" 2>&1 >/dev/null |
+    grep -o 'Collected : [0-9]*' | grep -o '[0-9]*$'
+}
+# per IMPL N: instructions of one round.
+per() { local a b; a=$(ir "$1" "$2" 1); b=$(ir "$1" "$2" 101); echo $(((b - a) / 100)); }
+
+declare -A INS WALL
+have_valgrind=0
+if command -v valgrind >/dev/null 2>&1; then
+  have_valgrind=1
+  for n in "${CLIENTS[@]}"; do
+    for imp in "${IMPLS[@]}"; do INS[$imp,$n]=$(per "$imp" "$n"); done
+  done
+  INS[qs]=$(per qs 0)
+  INS[slots64]=$(per slots64 1)
+else
+  skip "instruction counts: valgrind is not installed (apt-get install valgrind); wall medians only"
+fi
+
+# --- wall clock: REPS interleaved runs, the median ---------------------------------------
+# Rounds so that each run takes about 0.1 s; the timer is read inside the binary.
+rounds() { echo $((800000 / $1)); }
+ns() { "$BIN" "$@" | grep -o 'ns_per_round=[0-9.]*' | cut -d= -f2; }
+for ((rep = 0; rep < REPS; rep++)); do
+  for n in "${CLIENTS[@]}"; do
+    for imp in "${IMPLS[@]}"; do ns "$imp" "$n" "$(rounds "$n")" >>"$tmp/wall.$imp.$n"; done
+  done
+  ns qs 0 2000000 >>"$tmp/wall.qs"
+  ns slots64 1 800000 >>"$tmp/wall.slots64"
+done
+median() { sort -g "$1" | awk '{v[NR] = $1} END {m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; printf "%.0f", m}'; }
+for n in "${CLIENTS[@]}"; do
+  for imp in "${IMPLS[@]}"; do WALL[$imp,$n]=$(median "$tmp/wall.$imp.$n"); done
+done
+WALL[qs]=$(median "$tmp/wall.qs")
+WALL[slots64]=$(median "$tmp/wall.slots64")
+
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else printf "-" }'; }
+num() { [ -n "${1:-}" ] && printf "%'d" "$1" 2>/dev/null || printf -- "-"; }
+
+printf '\n## pnp-lifecycle vs the peers: one reset cycle (client 0 requests, every client acks,\n'
+printf '## hardware reset done, every client reacquires); pnp with its whole owner contract\n\n'
+echo "$(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, $(rustc --version), release build"
+if [ $have_valgrind = 1 ]; then
+  echo "instructions: callgrind, (Ir(101 rounds) - Ir(1 round)) / 100;" \
+    "wall: median of $REPS interleaved runs, ns a cycle"
+  echo
+  echo "| clients | statig | naive | pnp | pnp/statig | wall statig | wall naive | wall pnp | wall pnp/statig |"
+  echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+  for n in "${CLIENTS[@]}"; do
+    echo "| $n | $(num "${INS[statig,$n]}") | $(num "${INS[naive,$n]}") | $(num "${INS[pnp,$n]}")" \
+      "| $(ratio "${INS[pnp,$n]}" "${INS[statig,$n]}") | ${WALL[statig,$n]} ns | ${WALL[naive,$n]} ns" \
+      "| ${WALL[pnp,$n]} ns | $(ratio "${WALL[pnp,$n]}" "${WALL[statig,$n]}") |"
+  done
+  echo
+  echo "query stop + cancel stop (pnp, outputs drained): ${INS[qs]} instructions, ${WALL[qs]} ns (target <= 120 instructions)"
+  echo "64 slots, 1 client: ${INS[slots64]} instructions vs 1 slot, 1 client: ${INS[pnp,1]}" \
+    "-> $(ratio "${INS[slots64]}" "${INS[pnp,1]}")x (wall ${WALL[slots64]} ns vs ${WALL[pnp,1]} ns; target <= 1.3x)"
+else
+  echo "wall: median of $REPS interleaved runs, ns a cycle"
+  echo
+  echo "| clients | wall statig | wall naive | wall pnp | wall pnp/statig |"
+  echo "|---:|---:|---:|---:|---:|"
+  for n in "${CLIENTS[@]}"; do
+    echo "| $n | ${WALL[statig,$n]} ns | ${WALL[naive,$n]} ns | ${WALL[pnp,$n]} ns" \
+      "| $(ratio "${WALL[pnp,$n]}" "${WALL[statig,$n]}") |"
+  done
+  echo
+  echo "query stop + cancel stop (pnp): ${WALL[qs]} ns; 64 slots, 1 client: ${WALL[slots64]} ns vs 1 slot: ${WALL[pnp,1]} ns"
+fi
+echo
+echo "size_of (this host):"
+"$BIN" sizes | sed 's/^size_of /  /'
+
+# --- where pnp's instructions go (optional) ----------------------------------------------
+if [ "${COMPARE_PROFILE:-0}" = 1 ]; then
+  if [ $have_valgrind = 1 ] && command -v callgrind_annotate >/dev/null 2>&1; then
+    valgrind --tool=callgrind --callgrind-out-file="$tmp/cg.out" "$BIN" pnp 16 1001 >/dev/null 2>&1
+    echo
+    echo "pnp, 16 clients, 1001 rounds: callgrind_annotate, self cost by function (inlined code counts in its caller)"
+    callgrind_annotate --auto=no "$tmp/cg.out" 2>/dev/null | sed -n '/file:function/,$p' | head -n 14
+  else
+    skip "profile: valgrind or callgrind_annotate missing"
+  fi
+fi
+
+# --- firmware: thumbv7em-none-eabihf, opt-level "s" --------------------------------------
+echo
+echo "## firmware: thumbv7em-none-eabihf, opt-level \"s\", lto, codegen-units 1, panic abort;"
+echo "## Lifecycle<1 device, 4 clients, 1 port, queue_capacity(1, 4)> in a static, every input opaque"
+if ! rustc --print target-libdir --target thumbv7em-none-eabihf 2>/dev/null | xargs -r test -d; then
+  skip "firmware figures: the thumbv7em-none-eabihf target is not installed (rustup target add thumbv7em-none-eabihf)"
+  exit 0
+fi
+if ! command -v readelf >/dev/null 2>&1; then
+  skip "firmware figures: readelf (binutils) is not installed"
+  exit 0
+fi
+fw_dir=target/compare-firmware
+fw() { # fw FEATURES...: build the image, print its path
+  (cd compare/firmware && CARGO_TARGET_DIR="../../$fw_dir" \
+    cargo build -q --release --target thumbv7em-none-eabihf "$@")
+  local out="$tmp/fw$(printf '%s' "$*" | tr -c 'a-z' '_')"
+  cp "$fw_dir/thumbv7em-none-eabihf/release/pnp-compare-firmware" "$out"
+  echo "$out"
+}
+# section SECTION ELF: its size in bytes (readelf reads any ELF machine; awk here may be mawk:
+# no strtonum, so bash converts the hex).
+section() {
+  local hex
+  hex=$(readelf -SW "$2" | sed 's/^ *\[ *[0-9]*\]//' | awk -v s="$1" '$1 == s {print $5; exit}')
+  echo $((16#${hex:-0}))
+}
+# size VALUE: readelf -s prints a symbol's size in decimal, or in hex with 0x when large.
+sz() { case "$1" in 0x*) echo $((16#${1#0x})) ;; "") echo 0 ;; *) echo "$1" ;; esac; }
+# symbol NAME ELF: its size in bytes; symbols_matching RE ELF: the sizes of matching functions, summed.
+symbol() { sz "$(readelf -sW "$2" | awk -v s="$1" '$8 == s {print $3; exit}')"; }
+symbols_matching() {
+  local t=0 v
+  for v in $(readelf -sW "$2" | awk -v re="$1" '$4 == "FUNC" && $8 ~ re {print $3}'); do
+    t=$((t + $(sz "$v")))
+  done
+  echo $t
+}
+img=$(fw)
+base=$(fw --features baseline)
+peer=$(fw --features statig)
+text=$(section .text "$img")
+text_base=$(section .text "$base")
+text_peer=$(section .text "$peer")
+mem=$(symbols_matching 'compiler_builtins.*mem' "$img")
+mem_peer=$(symbols_matching 'compiler_builtins.*mem' "$peer")
+core_text=$((text - text_base))
+echo "pnp core .text: $core_text bytes ($(awk -v b=$core_text 'BEGIN{printf "%.1f", b / 1024}') KiB;" \
+  "image $text - empty skeleton $text_base), of which compiler_builtins mem*: $mem (target <= 4 KiB)"
+echo "statig-fsm .text in the same skeleton: $((text_peer - text_base)) bytes, of which compiler_builtins mem*: $mem_peer"
+echo "pnp RAM: the machine $(symbol PNP_MACHINE "$img") bytes (.data $(section .data "$img"), .bss $(section .bss "$img"));" \
+  "statig-fsm Device $(symbol SIZE_OF_STATIG_DEVICE "$peer") bytes"
+echo "size_of on the target: Input $(symbol SIZE_OF_INPUT "$img"), Output $(symbol SIZE_OF_OUTPUT "$img")," \
+  "Reply $(symbol SIZE_OF_REPLY "$img"), Error $(symbol SIZE_OF_ERROR "$img")" \
+  "(the queue: queue_capacity(1, 4) = 17 outputs)"
+if command -v llvm-size >/dev/null 2>&1; then
+  echo "cross-check, llvm-size -A: .text $(llvm-size -A "$img" | awk '$1 == ".text" {print $2}')" \
+    "(skeleton $(llvm-size -A "$base" | awk '$1 == ".text" {print $2}'))"
+fi
