@@ -2,9 +2,10 @@
 //!
 //! The verification machinery of `pnp-lifecycle`, shared by `tests/` and `fuzz/`:
 //!
-//! * [`oracle`]: the rules of `DESIGN.md` (I1–I11, I13, one callback in flight, fences,
-//!   admission while remove is pending, the hold veto, stop releasing resources, every
-//!   fatal error answered) as predicates over each step, from outputs, replies and public
+//! * [`oracle`]: the rules of `DESIGN.md` (I1–I13, one callback in flight, fences,
+//!   admission while remove is pending, the hold and pause vetoes, stop releasing
+//!   resources, every fatal error answered, recovery without a reset only when every voter
+//!   can recover, every state change listed in `TRANSITIONS`) as predicates over each step, from outputs, replies and public
 //!   queries only, so they hold with the reference model off;
 //! * [`model`]: an independent reference model, compared step by step ([`world`]);
 //! * [`world`]: the owner (a clock passed with every input, drain after every input,

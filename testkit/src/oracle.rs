@@ -1,4 +1,4 @@
-//! The oracle: the rules of `DESIGN.md` (I1-I11, I13 and the unnumbered rules it can see)
+//! The oracle: the rules of `DESIGN.md` (I1-I13 and the unnumbered rules it can see)
 //! as executable predicates over one step (the owner's `now`, the machine before, the
 //! input, the result, the outputs drained after it, the machine after), plus the
 //! owner-side bookkeeping they need (what each client was told, which callback is in
@@ -31,7 +31,8 @@ pub enum Check {
     /// once removal was requested.
     I3,
     /// I4: every `Reset` (and every registration during a cycle) is answered by exactly
-    /// one of `ResetEnd`, `Removed`, `Revoked`.
+    /// one of `ResetEnd` (or `Recovered`), `Removed`, `Revoked`; after `DeviceFatal` only
+    /// `Removed` or `Revoked` follow.
     I4,
     /// I5: every accepted token completed exactly once, a refused one never.
     I5,
