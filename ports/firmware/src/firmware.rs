@@ -637,6 +637,21 @@ where
         &mut self.board
     }
 
+    #[allow(dead_code)] // used by the embassy front-end
+    pub(crate) fn reset_mut(&mut self) -> &mut R {
+        &mut self.reset
+    }
+
+    #[allow(dead_code)] // used by the embassy front-end
+    pub(crate) fn note_timeout(&mut self) {
+        self.stats.timeouts = self.stats.timeouts.saturating_add(1);
+    }
+
+    #[allow(dead_code)] // used by the embassy front-end
+    pub(crate) fn note_sleep(&mut self) {
+        self.stats.sleeps = self.stats.sleeps.saturating_add(1);
+    }
+
     /// The reset control.
     pub fn reset_control(&self) -> &R {
         &self.reset

@@ -80,6 +80,8 @@ mod lock;
 mod reset;
 mod shared;
 
+#[cfg(feature = "embassy")]
+pub mod embassy;
 #[cfg(feature = "race")]
 pub mod oracle;
 #[cfg(feature = "race")]
