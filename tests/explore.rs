@@ -149,9 +149,10 @@ fn check(name: &str, report: &Report) {
 #[test]
 fn explore_two_devices_three_clients() {
     let bounds = Bounds {
-        // Depth 5 in both: it reaches an operation in flight racing a stop, a reset, a
-        // removal and a revocation, and unload with one (depth 6 is ~7M states).
-        max_depth: depth(5, 5),
+        // Depth 5 (full): it reaches an operation in flight racing a stop, a reset, a
+        // removal and a revocation, and an unload that waits for one (depth 6 is ~7M
+        // states). Depth 4 (debug) reaches all but that unload.
+        max_depth: depth(5, 4),
         max_epoch: 1,
         max_generation: 1,
         max_states: 3_000_000,
@@ -167,6 +168,9 @@ fn explore_two_devices_three_clients() {
     // into a stop, removals and unload, and a hardware operation in flight racing a stop,
     // a reset, a removal and a revocation; recovery without a reset and the pause veto.
     for (name, n) in LANDMARKS.iter().zip(report.reached) {
+        if *name == "unload finished" && bounds.max_depth < 5 {
+            continue; // the one-device explorations reach it at this depth
+        }
         assert!(n > 0, "the bound never reaches: {name}: {report}");
     }
 }

@@ -49,7 +49,7 @@ fn explorer_finds(fault: Fault, expected: Check) {
 }
 
 /// The fuzz body (oracle and model) must find `fault` within `cases` random inputs.
-fn fuzz_finds(fault: Fault, expected: Option<Check>, cases: usize) {
+fn fuzz_finds(fault: Fault, expected: &[Check], cases: usize) {
     let mut rng = SplitMix(0x5eed ^ fault as u64);
     for case in 0..cases {
         let data = rng.case(64, 2048);
@@ -58,9 +58,11 @@ fn fuzz_finds(fault: Fault, expected: Option<Check>, cases: usize) {
                 "{:?} found by the fuzz body (oracle only) in case {}: {}",
                 fault, case, finding.violation
             );
-            if let Some(check) = expected {
-                assert_eq!(finding.violation.check, check, "{}", finding);
-            }
+            assert!(
+                expected.is_empty() || expected.contains(&finding.violation.check),
+                "{}",
+                finding
+            );
             return;
         }
     }
@@ -87,31 +89,32 @@ fn transparent_wrapper_finds_nothing() {
 #[test]
 fn notify_after_unregister() {
     explorer_finds(Fault::NotifyAfterUnregister, Check::I1);
-    fuzz_finds(Fault::NotifyAfterUnregister, Some(Check::I1), 3000);
+    fuzz_finds(Fault::NotifyAfterUnregister, &[Check::I1], 3000);
 }
 
 #[test]
 fn execute_before_last_ack() {
     explorer_finds(Fault::ExecuteBeforeLastAck, Check::I3);
-    fuzz_finds(Fault::ExecuteBeforeLastAck, Some(Check::I3), 3000);
+    fuzz_finds(Fault::ExecuteBeforeLastAck, &[Check::I3], 3000);
 }
 
 #[test]
 fn coalesced_request_lost() {
     explorer_finds(Fault::CoalescedRequestLost, Check::I8);
-    fuzz_finds(Fault::CoalescedRequestLost, Some(Check::I8), 3000);
+    // The swallowed request is also "accepted" at a time the machine never saw (I13).
+    fuzz_finds(Fault::CoalescedRequestLost, &[Check::I8, Check::I13], 3000);
 }
 
 #[test]
 fn stale_epoch_accepted() {
     explorer_finds(Fault::StaleEpochAccepted, Check::I6);
-    fuzz_finds(Fault::StaleEpochAccepted, Some(Check::I6), 3000);
+    fuzz_finds(Fault::StaleEpochAccepted, &[Check::I6], 3000);
 }
 
 #[test]
 fn unload_may_finish_twice() {
     explorer_finds(Fault::UnloadMayFinishTwice, Check::I2);
-    fuzz_finds(Fault::UnloadMayFinishTwice, Some(Check::I2), 3000);
+    fuzz_finds(Fault::UnloadMayFinishTwice, &[Check::I2], 3000);
 }
 
 #[test]
@@ -119,7 +122,7 @@ fn joiner_never_told_reset_end() {
     // The dropped `ResetEnd` is a callback the machine counts in flight and the owner
     // never made: the callback bookkeeping disagrees first.
     explorer_finds(Fault::JoinerMissesResetEnd, Check::Handles);
-    fuzz_finds(Fault::JoinerMissesResetEnd, Some(Check::Handles), 3000);
+    fuzz_finds(Fault::JoinerMissesResetEnd, &[Check::Handles], 3000);
 }
 
 #[test]
@@ -130,7 +133,7 @@ fn stale_handle_replayed() {
 #[test]
 fn completion_duplicated() {
     explorer_finds(Fault::DuplicateComplete, Check::I5);
-    fuzz_finds(Fault::DuplicateComplete, Some(Check::I5), 3000);
+    fuzz_finds(Fault::DuplicateComplete, &[Check::I5], 3000);
 }
 
 /// With the model comparison on, every planted fault is also a model divergence or an

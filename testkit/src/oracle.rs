@@ -1260,21 +1260,6 @@ impl Oracle {
             }
             Output::Hardware { device, command } => {
                 let b = self.dev_mut(device)?;
-                // I12: the hardware is touched only once every operation is done or fenced.
-                if command != HardwareCommand::Start {
-                    if let Some((h, c)) = b.clients.iter().find(|(_, c)| c.ops > 0) {
-                        fail!(
-                            I12,
-                            "{:?} of {:?} while client {:?} has {} hardware operations in \
-                             flight (fence asked: {}, done: no)",
-                            command,
-                            device,
-                            h,
-                            c.ops,
-                            c.fence_pending
-                        );
-                    }
-                }
                 if b.surprise && command != HardwareCommand::ReleaseResources {
                     fail!(
                         I3,
@@ -1341,6 +1326,21 @@ impl Oracle {
                         if !b.resources_held {
                             fail!(Resources, "{:?} shut down with nothing started", device);
                         }
+                    }
+                }
+                // I12 (after the command's own checks, so a reset with a voter left is I3): the hardware is touched only once every operation is done or fenced.
+                if command != HardwareCommand::Start {
+                    if let Some((h, c)) = b.clients.iter().find(|(_, c)| c.ops > 0) {
+                        fail!(
+                            I12,
+                            "{:?} of {:?} while client {:?} has {} hardware operations in \
+                             flight (fence asked: {}, done: no)",
+                            command,
+                            device,
+                            h,
+                            c.ops,
+                            c.fence_pending
+                        );
                     }
                 }
             }
