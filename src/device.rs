@@ -1542,8 +1542,9 @@ impl<const C: usize, const P: usize> Device<C, P> {
             return Ok(());
         }
         entry.link = state;
-        // Rule (I4): after `DeviceFatal` only `Removed` or `Revoked` follow.
-        if matches!(self.phase, Phase::Failed { .. }) {
+        // Rule (I4): after `DeviceFatal` only `Removed` or `Revoked` follow (a failed
+        // device, or one whose remove is pending from failed).
+        if self.failure().is_some() {
             return Ok(());
         }
         for index in 0..C {
