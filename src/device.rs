@@ -79,7 +79,7 @@ value_type! {
         /// Stopped.
         Stopped,
         /// Failed.
-        Failed(Resources),
+        Failed(Resources, FailureCause),
     }
 }
 
@@ -148,6 +148,8 @@ value_type! {
         Failed {
             /// What removal must release.
             resources: Resources,
+            /// Why it failed.
+            cause: FailureCause,
         },
         /// The hardware vanished.
         SurpriseRemoved {
@@ -264,6 +266,46 @@ impl<const C: usize, const P: usize> Device<C, P> {
             ports: [Port::UNCONFIGURED; P],
             registry: Registry::new(),
         }
+    }
+
+    /// Why the device failed, while it is failed (or remove is pending from failed).
+    pub(crate) fn failure(&self) -> Option<FailureCause> {
+        match self.phase {
+            Phase::Failed { cause, .. }
+            | Phase::RemovePending {
+                prior: Prior::Failed(_, cause),
+                ..
+            } => Some(cause),
+            _ => None,
+        }
+    }
+
+    /// Every state change goes through here, with a trace line.
+    fn set_phase<const Q: usize>(&mut self, cx: &Ctx<'_, Q>, phase: Phase) {
+        if phase.kind() != self.phase.kind() {
+            debug!(
+                "device {} {} -> {}",
+                cx.device.0,
+                self.phase.kind(),
+                phase.kind()
+            );
+        }
+        self.phase = phase;
+    }
+
+    /// The device failed for `cause`: say so to the owner (Windows reports
+    /// `PNP_DEVICE_FAILED`); clients are told [`Event::DeviceFatal`] by the caller.
+    fn fail<const Q: usize>(
+        &mut self,
+        cx: &mut Ctx<'_, Q>,
+        resources: Resources,
+        cause: FailureCause,
+    ) {
+        self.set_phase(cx, Phase::Failed { resources, cause });
+        cx.out.push(Output::DeviceFailed {
+            device: cx.device,
+            cause,
+        });
     }
 
     fn refuse(&self, input: InputKind) -> Error {
@@ -429,7 +471,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
         if cx.unloading {
             return Err(Error::Unloading);
         }
-        self.phase = Phase::Added;
+        self.set_phase(cx, Phase::Added);
         Ok(())
     }
 
@@ -450,10 +492,13 @@ impl<const C: usize, const P: usize> Device<C, P> {
         cx: &mut Ctx<'_, Q>,
         token: RequestToken,
     ) -> Result<(), Error> {
-        self.phase = Phase::Starting {
-            token,
-            fatal: false,
-        };
+        self.set_phase(
+            cx,
+            Phase::Starting {
+                token,
+                fatal: false,
+            },
+        );
         cx.hardware(HardwareCommand::Start);
         Ok(())
     }
@@ -479,7 +524,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
                     return self.begin_removal(cx, None, teardown, None, false);
                 }
                 if result == StartResult::Started {
-                    self.phase = Phase::Running;
+                    self.set_phase(cx, Phase::Running);
                     let epoch = self.epoch;
                     self.notify_active(cx, Event::DeviceStarted { epoch });
                     if fatal {
@@ -487,7 +532,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
                         self.serve_deferred_fatal(cx);
                     }
                 } else {
-                    self.phase = Phase::Failed { resources: claimed };
+                    self.fail(cx, claimed, FailureCause::StartFailed);
                     self.notify_active(cx, Event::DeviceFatal);
                     answer_deferred_fatal(cx, fatal, CycleOutcome::HardwareFailed);
                 }
@@ -497,10 +542,13 @@ impl<const C: usize, const P: usize> Device<C, P> {
                 in_flight: Some(HwOp::Start),
                 ..
             } => {
-                self.phase = Phase::SurpriseRemoved {
-                    resources: claimed,
-                    in_flight: None,
-                };
+                self.set_phase(
+                    cx,
+                    Phase::SurpriseRemoved {
+                        resources: claimed,
+                        in_flight: None,
+                    },
+                );
                 Ok(())
             }
             Phase::Removing {
@@ -510,12 +558,15 @@ impl<const C: usize, const P: usize> Device<C, P> {
                 ..
             } => {
                 // Only a surprise removal leaves a start in flight during removal.
-                self.phase = Phase::Removing {
-                    token,
-                    deadline,
-                    teardown: Teardown::of(claimed),
-                    in_flight: None,
-                };
+                self.set_phase(
+                    cx,
+                    Phase::Removing {
+                        token,
+                        deadline,
+                        teardown: Teardown::of(claimed),
+                        in_flight: None,
+                    },
+                );
                 self.try_finish_removal(cx);
                 Ok(())
             }
@@ -534,7 +585,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
                 if self.registry.any_cannot_pause() {
                     return Err(Error::Vetoed(VetoReason::ClientCannotPause));
                 }
-                self.phase = Phase::StopPending { fatal: false };
+                self.set_phase(cx, Phase::StopPending { fatal: false });
                 cx.complete(token, Status::Success);
                 Ok(())
             }
@@ -550,7 +601,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
         let Phase::StopPending { fatal } = self.phase else {
             return Err(self.refuse(InputKind::CancelStop));
         };
-        self.phase = Phase::Running;
+        self.set_phase(cx, Phase::Running);
         cx.complete(token, Status::Success);
         if fatal {
             self.serve_deferred_fatal(cx);
@@ -568,11 +619,14 @@ impl<const C: usize, const P: usize> Device<C, P> {
         };
         self.notify_active(cx, Event::DeviceStopped);
         // Rule: the stop waits for hardware operations in flight (I12).
-        self.phase = Phase::Stopping {
-            token,
-            since: cx.now,
-            fatal,
-        };
+        self.set_phase(
+            cx,
+            Phase::Stopping {
+                token,
+                since: cx.now,
+                fatal,
+            },
+        );
         self.finish_stop_if_drained(cx);
         Ok(())
     }
@@ -586,7 +640,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
             return;
         }
         answer_deferred_fatal(cx, fatal, CycleOutcome::FoldedIntoStop);
-        self.phase = Phase::Stopped;
+        self.set_phase(cx, Phase::Stopped);
         cx.hardware(HardwareCommand::Shutdown);
         if !planted!(StopKeepsResources) {
             cx.hardware(HardwareCommand::ReleaseResources);
@@ -607,16 +661,19 @@ impl<const C: usize, const P: usize> Device<C, P> {
             Phase::Added => Prior::Added,
             Phase::Running => Prior::Running,
             Phase::Stopped => Prior::Stopped,
-            Phase::Failed { resources } => Prior::Failed(resources),
+            Phase::Failed { resources, cause } => Prior::Failed(resources, cause),
             _ => return Err(self.refuse(InputKind::QueryRemove)),
         };
         if self.registry.any_holding() && !planted!(QueryRemoveIgnoresHold) {
             return Err(Error::Vetoed(VetoReason::ClientHoldsDevice));
         }
-        self.phase = Phase::RemovePending {
-            prior,
-            fatal: false,
-        };
+        self.set_phase(
+            cx,
+            Phase::RemovePending {
+                prior,
+                fatal: false,
+            },
+        );
         cx.complete(token, Status::Success);
         Ok(())
     }
@@ -629,12 +686,15 @@ impl<const C: usize, const P: usize> Device<C, P> {
         let Phase::RemovePending { prior, fatal } = self.phase else {
             return Err(self.refuse(InputKind::CancelRemove));
         };
-        self.phase = match prior {
-            Prior::Added => Phase::Added,
-            Prior::Running => Phase::Running,
-            Prior::Stopped => Phase::Stopped,
-            Prior::Failed(resources) => Phase::Failed { resources },
-        };
+        self.set_phase(
+            cx,
+            match prior {
+                Prior::Added => Phase::Added,
+                Prior::Running => Phase::Running,
+                Prior::Stopped => Phase::Stopped,
+                Prior::Failed(resources, cause) => Phase::Failed { resources, cause },
+            },
+        );
         cx.complete(token, Status::Success);
         if fatal {
             self.serve_deferred_fatal(cx);
@@ -665,10 +725,10 @@ impl<const C: usize, const P: usize> Device<C, P> {
                 match prior {
                     Prior::Added | Prior::Stopped => Teardown::Nothing,
                     Prior::Running => Teardown::ShutdownAndRelease,
-                    Prior::Failed(resources) => Teardown::of(resources),
+                    Prior::Failed(resources, _) => Teardown::of(resources),
                 }
             }
-            Phase::Failed { resources } => Teardown::of(resources),
+            Phase::Failed { resources, .. } => Teardown::of(resources),
             Phase::SurpriseRemoved {
                 resources,
                 in_flight,
@@ -685,9 +745,12 @@ impl<const C: usize, const P: usize> Device<C, P> {
                     AfterReset::FollowUp => cx.cycle_finished(CycleOutcome::AbortedByRemove),
                     AfterReset::Resume => {}
                 }
-                self.phase = Phase::Executing {
-                    then: AfterReset::Remove(token),
-                };
+                self.set_phase(
+                    cx,
+                    Phase::Executing {
+                        then: AfterReset::Remove(token),
+                    },
+                );
                 return Ok(());
             }
             Phase::Removing {
@@ -700,12 +763,15 @@ impl<const C: usize, const P: usize> Device<C, P> {
                     (_, None) => Ok(()),
                     (Some(_), Some(_)) => Err(Error::RequestPending),
                     (None, Some(token)) => {
-                        self.phase = Phase::Removing {
-                            token: Some(token),
-                            deadline,
-                            teardown,
-                            in_flight,
-                        };
+                        self.set_phase(
+                            cx,
+                            Phase::Removing {
+                                token: Some(token),
+                                deadline,
+                                teardown,
+                                in_flight,
+                            },
+                        );
                         self.try_finish_removal(cx);
                         Ok(())
                     }
@@ -770,10 +836,10 @@ impl<const C: usize, const P: usize> Device<C, P> {
                 match prior {
                     Prior::Added | Prior::Stopped => (Resources::None, None),
                     Prior::Running => (Resources::Held, None),
-                    Prior::Failed(resources) => (resources, None),
+                    Prior::Failed(resources, _) => (resources, None),
                 }
             }
-            Phase::Failed { resources } => (resources, None),
+            Phase::Failed { resources, .. } => (resources, None),
             Phase::Removing {
                 token,
                 deadline,
@@ -781,12 +847,15 @@ impl<const C: usize, const P: usize> Device<C, P> {
                 in_flight,
             } => {
                 // Clients were told already; only the teardown changes: no registers.
-                self.phase = Phase::Removing {
-                    token,
-                    deadline,
-                    teardown: teardown.without_registers(),
-                    in_flight,
-                };
+                self.set_phase(
+                    cx,
+                    Phase::Removing {
+                        token,
+                        deadline,
+                        teardown: teardown.without_registers(),
+                        in_flight,
+                    },
+                );
                 return Ok(());
             }
             Phase::SurpriseRemoved { .. } | Phase::Absent => {
@@ -798,10 +867,13 @@ impl<const C: usize, const P: usize> Device<C, P> {
             return self.begin_removal(cx, None, Teardown::of(resources), in_flight, true);
         }
         self.tell_removed(cx, true);
-        self.phase = Phase::SurpriseRemoved {
-            resources,
-            in_flight,
-        };
+        self.set_phase(
+            cx,
+            Phase::SurpriseRemoved {
+                resources,
+                in_flight,
+            },
+        );
         Ok(())
     }
 
@@ -831,12 +903,15 @@ impl<const C: usize, const P: usize> Device<C, P> {
         } else {
             teardown
         };
-        self.phase = Phase::Removing {
-            token,
-            deadline: cx.deadline(cx.config.detach_timeout),
-            teardown,
-            in_flight,
-        };
+        self.set_phase(
+            cx,
+            Phase::Removing {
+                token,
+                deadline: cx.deadline(cx.config.detach_timeout),
+                teardown,
+                in_flight,
+            },
+        );
         self.try_finish_removal(cx);
         Ok(())
     }
@@ -873,7 +948,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
             cx.complete(token, Status::Success);
         }
         cx.out.push(Output::DeviceRemoved { device: cx.device });
-        self.phase = Phase::Absent;
+        self.set_phase(cx, Phase::Absent);
         self.ports = [Port::UNCONFIGURED; P];
     }
 
@@ -935,9 +1010,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
     /// A fatal error no cycle can serve (the epoch is exhausted): the device fails.
     fn fail_exhausted<const Q: usize>(&mut self, cx: &mut Ctx<'_, Q>) {
         self.set_roles(Role::Idle, false);
-        self.phase = Phase::Failed {
-            resources: Resources::Held,
-        };
+        self.fail(cx, Resources::Held, FailureCause::EpochExhausted);
         self.notify_active(cx, Event::DeviceFatal);
     }
 
@@ -965,9 +1038,12 @@ impl<const C: usize, const P: usize> Device<C, P> {
                         if self.epoch.0 >= u32::MAX - 1 {
                             return Err(Error::EpochExhausted);
                         }
-                        self.phase = Phase::Executing {
-                            then: AfterReset::FollowUp,
-                        };
+                        self.set_phase(
+                            cx,
+                            Phase::Executing {
+                                then: AfterReset::FollowUp,
+                            },
+                        );
                         Ok(ResetAnswer::Scheduled)
                     }
                 }
@@ -981,13 +1057,16 @@ impl<const C: usize, const P: usize> Device<C, P> {
         self.set_roles(Role::Voting, false);
         self.notify_active(cx, Event::Reset);
         let voters = self.registry.slots.iter().filter(|s| s.is_voting()).count();
-        self.phase = Phase::Quiescing {
-            since: cx.now,
-            voters: u16::try_from(voters).unwrap_or(u16::MAX),
-            // With no voter nobody can say it recovers: the reset runs.
-            reset_needed: voters == 0,
-            draining: None,
-        };
+        self.set_phase(
+            cx,
+            Phase::Quiescing {
+                since: cx.now,
+                voters: u16::try_from(voters).unwrap_or(u16::MAX),
+                // With no voter nobody can say it recovers: the reset runs.
+                reset_needed: voters == 0,
+                draining: None,
+            },
+        );
         self.execute_if_quiesced(cx);
     }
 
@@ -1027,7 +1106,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
             // Rule: every voter can recover: the cycle ends without a reset, same epoch.
             self.set_roles(Role::Idle, false);
             let epoch = self.epoch;
-            self.phase = Phase::Running;
+            self.set_phase(cx, Phase::Running);
             self.notify_active(cx, Event::Recovered { epoch });
             cx.cycle_finished(CycleOutcome::Recovered(epoch));
             return;
@@ -1035,18 +1114,24 @@ impl<const C: usize, const P: usize> Device<C, P> {
         // Rule: no hardware reset while an operation is in flight (I12).
         if self.registry.ops_in_flight() && !planted!(ResetBeforeFence) {
             if draining.is_none() {
-                self.phase = Phase::Quiescing {
-                    since,
-                    voters,
-                    reset_needed,
-                    draining: Some(cx.now),
-                };
+                self.set_phase(
+                    cx,
+                    Phase::Quiescing {
+                        since,
+                        voters,
+                        reset_needed,
+                        draining: Some(cx.now),
+                    },
+                );
             }
             return;
         }
-        self.phase = Phase::Executing {
-            then: AfterReset::Resume,
-        };
+        self.set_phase(
+            cx,
+            Phase::Executing {
+                then: AfterReset::Resume,
+            },
+        );
         cx.hardware(HardwareCommand::Reset);
     }
 
@@ -1084,10 +1169,13 @@ impl<const C: usize, const P: usize> Device<C, P> {
                 resources,
                 in_flight: Some(HwOp::Reset),
             } => {
-                self.phase = Phase::SurpriseRemoved {
-                    resources,
-                    in_flight: None,
-                };
+                self.set_phase(
+                    cx,
+                    Phase::SurpriseRemoved {
+                        resources,
+                        in_flight: None,
+                    },
+                );
                 return Ok(());
             }
             Phase::Removing {
@@ -1096,12 +1184,15 @@ impl<const C: usize, const P: usize> Device<C, P> {
                 teardown,
                 in_flight: Some(HwOp::Reset),
             } => {
-                self.phase = Phase::Removing {
-                    token,
-                    deadline,
-                    teardown,
-                    in_flight: None,
-                };
+                self.set_phase(
+                    cx,
+                    Phase::Removing {
+                        token,
+                        deadline,
+                        teardown,
+                        in_flight: None,
+                    },
+                );
                 self.try_finish_removal(cx);
                 return Ok(());
             }
@@ -1136,9 +1227,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
             return self.begin_removal(cx, token, teardown, None, false);
         }
         if !succeeded {
-            self.phase = Phase::Failed {
-                resources: Resources::Held,
-            };
+            self.fail(cx, Resources::Held, FailureCause::ResetFailed);
             self.notify_active(cx, Event::DeviceFatal);
             cx.cycle_finished(CycleOutcome::HardwareFailed);
             if then == AfterReset::FollowUp {
@@ -1149,7 +1238,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
         let epoch = self.epoch;
         self.notify_active(cx, Event::ResetEnd { epoch });
         cx.cycle_finished(CycleOutcome::Completed(epoch));
-        self.phase = Phase::Running;
+        self.set_phase(cx, Phase::Running);
         if then == AfterReset::FollowUp {
             self.begin_cycle(cx);
         }
@@ -1453,8 +1542,9 @@ impl<const C: usize, const P: usize> Device<C, P> {
             return Ok(());
         }
         entry.link = state;
-        // Rule (I4): after `DeviceFatal` only `Removed` or `Revoked` follow.
-        if matches!(self.phase, Phase::Failed { .. }) {
+        // Rule (I4): after `DeviceFatal` only `Removed` or `Revoked` follow (a failed
+        // device, or one whose remove is pending from failed).
+        if self.failure().is_some() {
             return Ok(());
         }
         for index in 0..C {
@@ -1597,9 +1687,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
             cx.cycle_finished(CycleOutcome::ClientTimedOut);
         }
         self.set_roles(Role::Idle, false);
-        self.phase = Phase::Failed {
-            resources: Resources::Held,
-        };
+        self.fail(cx, Resources::Held, FailureCause::ClientMissedDeadline);
         self.notify_active(cx, Event::DeviceFatal);
     }
 }

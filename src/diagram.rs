@@ -2,7 +2,7 @@
 //! state diagram drawn from both.
 //!
 //! [`TRANSITIONS`] lists, for each state, which accepted input can move a device to which
-//! state. A compile-time check ties it to [`crate::TABLE`]: a transition on an input the
+//! state. A compile-time check ties it to [`crate::table::TABLE`]: a transition on an input the
 //! table refuses in that state fails the build. The tests walk the machine and fail on a
 //! state change this list lacks, and compare [`write_mermaid`]'s drawing with the one
 //! committed in the README, so neither the list nor the drawing can drift.

@@ -113,7 +113,7 @@
 //!
 //! ## Rules the machine keeps
 //!
-//! * Every device input meets the per-state [`TABLE`] first: handled, deferred until a
+//! * Every device input meets the per-state [`table::TABLE`] first: handled, deferred until a
 //!   hardware command reports, ignored with success (a cancel with nothing to cancel), or
 //!   refused with [`Error::InvalidState`].
 //! * A refused input changes nothing and queues nothing.
@@ -166,13 +166,19 @@ pub mod planted;
 mod queue;
 mod recorder;
 mod registry;
-mod table;
+pub mod table;
 mod types;
 
-pub use device::{AfterReset, HwOp, Phase, Port, Prior, Resources, Teardown};
-pub use diagram::{is_listed, write_mermaid, Transition, TRANSITIONS};
+/// The machine's internals, for tests, fuzzers and diagnostics only (feature `inspect`):
+/// a device's state with its data. Not covered by semantic versioning; an owner never
+/// needs them.
+#[cfg(feature = "inspect")]
+pub mod inspect {
+    pub use crate::device::{AfterReset, HwOp, Phase, Port, Prior, Resources, Teardown};
+}
+
 pub use machine::{outputs_per_device_input, queue_capacity, ClientView, DriverPhase, Lifecycle};
 pub use recorder::{Record, Recorder};
 pub use registry::{ClientState, Role};
-pub use table::{disposition, Disposition, InputKind, PhaseKind, Row, DEVICE_INPUTS, TABLE};
+pub use table::{InputKind, PhaseKind};
 pub use types::*;

@@ -139,7 +139,7 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Lifecycle<D
     /// Apply one input that happened at `now` on the owner's clock. On `Err` nothing
     /// changed and nothing was queued; on `Ok` the effects are queued for
     /// [`poll_output`](Self::poll_output). Every device input first meets the per-state
-    /// table ([`crate::TABLE`]).
+    /// table ([`crate::table::TABLE`]).
     pub fn handle(&mut self, now: Tick, input: Input) -> Result<Reply, Error> {
         let result = self.handle_inner(now, input);
         if let Err(error) = result {
@@ -344,9 +344,18 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Lifecycle<D
             .map(|d| d.phase.kind())
     }
 
-    /// A device's state with its data (for tests and diagnostics).
-    pub fn phase_detail(&self, device: DeviceId) -> Option<crate::Phase> {
+    /// A device's state with its data: an internal, for tests, fuzzers and diagnostics
+    /// (feature `inspect`; not covered by semantic versioning).
+    #[cfg(feature = "inspect")]
+    pub fn phase_detail(&self, device: DeviceId) -> Option<crate::inspect::Phase> {
         self.devices.get(usize::from(device.0)).map(|d| d.phase)
+    }
+
+    /// Why a device failed, while it is failed (or remove is pending from failed).
+    pub fn failure(&self, device: DeviceId) -> Option<FailureCause> {
+        self.devices
+            .get(usize::from(device.0))
+            .and_then(|d| d.failure())
     }
 
     /// A device's current epoch.

@@ -5,10 +5,22 @@
 macro_rules! value_type {
     ($(#[$m:meta])* $vis:vis $kw:ident $name:ident $($rest:tt)*) => {
         $(#[$m])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
         #[cfg_attr(feature = "defmt", derive(defmt::Format))]
         #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
         $vis $kw $name $($rest)*
+    };
+}
+
+/// `value_type!` plus an order, for identifiers and quantities that have one (a tick, an
+/// epoch, a slot), never for inputs, outputs or errors.
+macro_rules! ordered_type {
+    ($(#[$m:meta])* $vis:vis $kw:ident $name:ident $($rest:tt)*) => {
+        value_type! {
+            $(#[$m])*
+            #[derive(PartialOrd, Ord)]
+            $vis $kw $name $($rest)*
+        }
     };
 }
 

@@ -9,6 +9,7 @@ pub(crate) const OPS_PER_CLIENT: u8 = 16;
 
 value_type! {
     /// A client's part in the reset cycle.
+    #[non_exhaustive]
     pub enum Role {
         /// No cycle, or the device is not running.
         Idle,
@@ -23,6 +24,7 @@ value_type! {
 
 value_type! {
     /// Where a registration stands.
+    #[non_exhaustive]
     pub enum ClientState {
         /// No client.
         Free,

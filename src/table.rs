@@ -1,9 +1,13 @@
-//! The per-state table: for every device state, what every device input does there.
+//! The per-state table: for every device state, what every device input does there, and
+//! every state change the machine can make ([`TRANSITIONS`], drawn by [`write_mermaid`]).
+//! This is the machine's specification in data; `tests/state_matrix.rs` walks every cell.
 //!
 //! Like the Windows Driver Frameworks' PnP machine, there is one row per state, the row's
 //! position tied to the state enum at compile time. The machine consults the table before
 //! any handler runs, so a refused cell can never reach a handler, and the test
 //! `tests/state_matrix.rs` walks every cell.
+
+pub use crate::diagram::{is_listed, write_mermaid, Transition, TRANSITIONS};
 
 macro_rules! kinds {
     ($(#[$m:meta])* $name:ident { $($(#[$vm:meta])* $v:ident),+ $(,)? }) => {

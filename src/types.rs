@@ -2,20 +2,20 @@
 
 use crate::table::{InputKind, PhaseKind};
 
-value_type! {
+ordered_type! {
     /// Which device of the driver an input or output concerns: an index below the
     /// machine's `DEVICES` capacity, chosen by the owner at [`Input::AddDevice`].
     pub struct DeviceId(pub u8);
 }
 
-value_type! {
+ordered_type! {
     /// A device's *physical* port (what InfiniBand calls a port: one cable, one link), an
     /// index below the machine's `PORTS` capacity. Named so that it cannot be confused
     /// with the OS ports in `ports/`.
     pub struct PhysPort(pub u8);
 }
 
-value_type! {
+ordered_type! {
     /// A set of physical ports, one bit per [`PhysPort`] (so at most 8 ports a device).
     pub struct PortSet(pub u8);
 }
@@ -59,7 +59,7 @@ impl PortSet {
     }
 }
 
-value_type! {
+ordered_type! {
     /// A client registration: the registry slot plus the slot's generation when the client
     /// registered. A handle from before never names a later client of the same slot.
     pub struct ClientHandle {
@@ -72,13 +72,13 @@ value_type! {
     }
 }
 
-value_type! {
+ordered_type! {
     /// The device's interface generation. It grows by one at every completed reset; an
     /// interface acquired at an older epoch is stale.
     pub struct Epoch(pub u32);
 }
 
-value_type! {
+ordered_type! {
     /// A point in time on the owner's monotonic clock, in the owner's tick unit.
     ///
     /// The machine has no clock: the owner passes `now` with every input
@@ -121,7 +121,7 @@ impl Tick {
     }
 }
 
-value_type! {
+ordered_type! {
     /// The owner's name for a PnP request (an IRP, a probe call): echoed in exactly one
     /// [`Output::Complete`] if the request is accepted.
     pub struct RequestToken(pub u32);
@@ -582,6 +582,7 @@ value_type! {
 
 value_type! {
     /// How an accepted PnP request ended.
+    #[non_exhaustive]
     pub enum Status {
         /// Done.
         Success,
@@ -607,7 +608,24 @@ value_type! {
 }
 
 value_type! {
+    /// Why a device failed ([`Output::DeviceFailed`], [`crate::Lifecycle::failure`]).
+    #[non_exhaustive]
+    pub enum FailureCause {
+        /// The hardware start failed ([`StartResult::FailedBeforeResources`] or
+        /// [`StartResult::FailedAfterResources`]).
+        StartFailed,
+        /// The hardware reset failed ([`ResetResult::Failed`]).
+        ResetFailed,
+        /// A trusted client missed a deadline under [`TrustedTimeoutPolicy::FailDevice`].
+        ClientMissedDeadline,
+        /// A fatal error came with the epoch counter exhausted: no cycle could serve it.
+        EpochExhausted,
+    }
+}
+
+value_type! {
     /// How a reset cycle (and so every request it served) ended.
+    #[non_exhaustive]
     pub enum CycleOutcome {
         /// The hardware reset succeeded; clients were told `RESET_END` with this epoch.
         Completed(Epoch),
@@ -702,6 +720,15 @@ value_type! {
             /// The client.
             client: ClientHandle,
         },
+        /// A device failed: only removal leaves that state. Clients are told
+        /// [`Event::DeviceFatal`]; the owner reports the failure to its OS (Windows:
+        /// `PNP_DEVICE_FAILED` through `IoInvalidateDeviceState`).
+        DeviceFailed {
+            /// The device.
+            device: DeviceId,
+            /// Why.
+            cause: FailureCause,
+        },
         /// A device finished removal; its slot is free.
         DeviceRemoved {
             /// The device.
@@ -728,6 +755,7 @@ value_type! {
 value_type! {
     /// How a fatal error ([`Input::FatalError`]) was taken. It is never lost: a cycle serves
     /// it, or the stop or removal under way absorbs it, or the answer says why neither can.
+    #[non_exhaustive]
     pub enum FatalAnswer {
         /// A reset cycle serves it (begun, joined, or scheduled as the follow-up).
         Served(ResetAnswer),
@@ -758,6 +786,7 @@ value_type! {
 
 value_type! {
     /// Why a query remove or query stop was vetoed.
+    #[non_exhaustive]
     pub enum VetoReason {
         /// A reset cycle runs.
         ResetInProgress,
@@ -786,6 +815,7 @@ value_type! {
     /// );
     /// assert!(m == before, "a refused input changes nothing");
     /// ```
+    #[non_exhaustive]
     pub enum Error {
         /// Driver unload finished: the machine takes no more inputs.
         Unloaded,
@@ -878,6 +908,7 @@ value_type! {
 
 value_type! {
     /// The synchronous answer to an accepted input; see [`crate::Lifecycle::handle`].
+    #[non_exhaustive]
     pub enum Reply {
         /// Accepted; any effect is in the outputs.
         Accepted,
