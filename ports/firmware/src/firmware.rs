@@ -3,8 +3,8 @@
 
 use heapless::Deque;
 use pnp_lifecycle::{
-    ClientHandle, DeviceId, Error, Event, HardwareCommand, Input, Lifecycle, Output, Reply,
-    ResetResult, StartResult, Tick,
+    ClientHandle, DeviceId, Error, Event, FailureCause, HardwareCommand, Input, Lifecycle, Output,
+    Reply, ResetResult, StartResult, Tick,
 };
 
 use crate::lock::{Busy, Lock};
@@ -65,7 +65,10 @@ pub trait Board {
     }
 
     /// Every output, just before the port acts on it (completions, cycle results,
-    /// `ClientGone`, `DeviceRemoved` and `UnloadMayFinish` only reach the board here).
+    /// `DeviceFailed`, `ClientGone`, `DeviceRemoved` and `UnloadMayFinish` only reach the
+    /// board here). On [`Output::DeviceFailed`] the device is dead until removed (its clients
+    /// are told [`Event::DeviceFatal`]): light the fault LED, record the cause, ask the host
+    /// to remove it. The port also keeps the last cause ([`Firmware::last_failure`]).
     fn observe(&mut self, output: &Output) {
         let _ = output;
     }
@@ -270,6 +273,8 @@ pub struct ThreadStats {
     pub sleeps: u32,
     /// Timeouts fed by [`Firmware::run`].
     pub timeouts: u32,
+    /// Devices the machine failed ([`Output::DeviceFailed`]).
+    pub failures: u32,
 }
 
 /// One unit of work before the reset pulse, which the sync and async fronts run their way.
@@ -292,6 +297,7 @@ where
     owed: Deque<Owed, Q>,
     error: Option<PortError<R::Error>>,
     stats: ThreadStats,
+    last_failure: Option<(DeviceId, FailureCause)>,
 }
 
 impl<'a, L, R, B, const D: usize, const C: usize, const P: usize, const Q: usize>
@@ -310,6 +316,7 @@ where
             owed: Deque::new(),
             error: None,
             stats: ThreadStats::default(),
+            last_failure: None,
         }
     }
 
@@ -591,6 +598,12 @@ where
                 self.board.fence(client);
                 self.owe(Input::FenceDone { client })
             }
+            Output::DeviceFailed { device, cause } => {
+                fw_warn!("device {} failed: {}", device.0, cause);
+                self.stats.failures = self.stats.failures.saturating_add(1);
+                self.last_failure = Some((device, cause));
+                Ok(())
+            }
             Output::Complete { .. }
             | Output::ResetCycleFinished { .. }
             | Output::ClientGone { .. }
@@ -655,6 +668,13 @@ where
     /// The reset control.
     pub fn reset_control(&self) -> &R {
         &self.reset
+    }
+
+    /// The last device the machine failed and why ([`Output::DeviceFailed`], as handed to
+    /// [`Board::observe`]), kept after the device is removed. For a device's current state
+    /// ask the machine: `fw.with_machine(|m| m.failure(device))`.
+    pub fn last_failure(&self) -> Option<(DeviceId, FailureCause)> {
+        self.last_failure
     }
 
     /// Thread-mode counters.

@@ -115,6 +115,10 @@ pub fn check(log: &[Record]) -> Result<(), String> {
                         t.open_reset = false;
                         t.finished = true;
                     }
+                    Output::DeviceFailed { device, .. } => {
+                        // Failed: only removal leaves, so no reset is commanded after it.
+                        no_reset.entry(device).or_insert("failure");
+                    }
                     Output::UnloadMayFinish => unload_done = true,
                     Output::ResetCycleFinished { .. } => {}
                 }

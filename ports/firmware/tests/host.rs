@@ -203,6 +203,32 @@ fn failed_pulse_reports_reset_failed_and_a_typed_error() {
         1
     );
     assert_eq!(fw.stats().reset_failures, 1);
+    // The failure reached the board through `observe`, before the clients' DEVICE_FATAL,
+    // and the port keeps its cause.
+    let failed = Output::DeviceFailed {
+        device: DEV,
+        cause: FailureCause::ResetFailed,
+    };
+    assert_eq!(board.count(failed), 1);
+    let at = |o: Output| {
+        board
+            .log
+            .iter()
+            .position(|r| *r == oracle::Record::Output(o))
+    };
+    assert!(
+        at(failed)
+            < at(Output::Notify {
+                client: a,
+                event: Event::DeviceFatal
+            })
+    );
+    assert_eq!(fw.last_failure(), Some((DEV, FailureCause::ResetFailed)));
+    assert_eq!(fw.stats().failures, 1);
+    assert_eq!(
+        fw.with_machine(|m| m.failure(DEV)).unwrap(),
+        Some(FailureCause::ResetFailed)
+    );
     let (line, _) = fw.into_parts();
     let (mut pin, mut delay) = line.into_parts();
     pin.done();
@@ -332,6 +358,8 @@ fn fatal_interrupt_on_a_failed_device_is_answered_not_reported_as_a_reset() {
         Some(Ok(answer))
     );
     assert_eq!(fw.pump(), Ok(0)); // nothing was queued: no reset pulse, no callback
+    assert_eq!(fw.last_failure(), Some((DEV, FailureCause::StartFailed)));
+    assert_eq!(fw.stats().failures, 1);
     let (line, _) = fw.into_parts();
     let (mut pin, mut delay) = line.into_parts();
     pin.done();

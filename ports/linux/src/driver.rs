@@ -201,6 +201,24 @@ struct DevRec {
     forced: bool,
     surprise: bool,
     queries: [u64; MAX_PORTS],
+    /// The core failed the device (`Output::DeviceFailed`): the PCI error path answers
+    /// `DISCONNECT` until the device is removed.
+    failed: Option<FailureCause>,
+}
+
+/// Kernel log lines kept (the oldest are dropped first).
+pub const KERNEL_LOG_LINES: usize = 64;
+
+/// The text of a failure cause, as the port logs it.
+pub fn failure_text(cause: FailureCause) -> &'static str {
+    match cause {
+        FailureCause::StartFailed => "the hardware start failed",
+        FailureCause::ResetFailed => "the hardware reset failed",
+        FailureCause::ClientMissedDeadline => "a trusted client missed its deadline",
+        FailureCause::EpochExhausted => "the reset epoch counter is exhausted",
+        // `FailureCause` is non-exhaustive: a cause of a newer core.
+        _ => "an unknown cause",
+    }
 }
 
 #[derive(Clone, Copy)]
@@ -257,6 +275,8 @@ struct Inner {
     unload_requested: bool,
     unload_finished: bool,
     violations: Vec<String>,
+    /// What the port printed (`dev_err`), newest last, at most [`KERNEL_LOG_LINES`].
+    kernel_log: VecDeque<String>,
 }
 
 /// A callback taken off the dispatch FIFO, to be called outside the lock
@@ -593,6 +613,19 @@ impl Inner {
                         self.maybe_free(i);
                     }
                 }
+                Output::DeviceFailed { device, cause } => {
+                    if let Some(dev) = self.devs.get_mut(usize::from(device.0)) {
+                        dev.failed = Some(cause);
+                    }
+                    // dev_err(): the device is dead until removed; the PCI error path
+                    // answers DISCONNECT from now on.
+                    self.printk(format!(
+                        "pnp-lifecycle {}: device failed: {} ({cause:?}); PCI error recovery \
+                         answers DISCONNECT until removal",
+                        device.0,
+                        failure_text(cause)
+                    ));
+                }
                 Output::DeviceRemoved { device } => {
                     if let Some(dev) = self.devs.get_mut(usize::from(device.0)) {
                         *dev = DevRec::default();
@@ -601,6 +634,14 @@ impl Inner {
                 Output::UnloadMayFinish => self.unload_finished = true,
             }
         }
+    }
+
+    /// Append a kernel log line (`printk` / `dev_err`).
+    fn printk(&mut self, line: String) {
+        if self.kernel_log.len() == KERNEL_LOG_LINES {
+            self.kernel_log.pop_front();
+        }
+        self.kernel_log.push_back(line);
     }
 
     fn maybe_free(&mut self, i: usize) {
@@ -770,6 +811,9 @@ impl Inner {
 
     fn slot_reset_poll(&mut self, d: usize) -> Option<PciErsResult> {
         let dev = &mut self.devs[d];
+        if dev.failed.is_some() {
+            return Some(PciErsResult::Disconnect);
+        }
         if dev.reset_cmd {
             dev.reset_cmd = false;
             dev.reset_claimed = true;
@@ -846,6 +890,7 @@ impl Driver {
                 unload_requested: false,
                 unload_finished: false,
                 violations: Vec::new(),
+                kernel_log: VecDeque::new(),
             }),
             cv: Condvar::new(),
             timer_cv: Condvar::new(),
@@ -1244,6 +1289,11 @@ impl Driver {
         };
         let mark = self.lock().cycles.len();
         let answer = self.with(|g| match state {
+            // A failed device cannot reset: give up on it (the PCI core follows with
+            // remove). Perm failure still tells the core the hardware vanished.
+            PciChannelState::Normal | PciChannelState::Frozen if g.devs[d].failed.is_some() => {
+                PciErsResult::Disconnect
+            }
             PciChannelState::PermFailure => {
                 if g.feed(Input::SurpriseRemoval { device: dev }).is_ok() {
                     g.devs[d].surprise = true;
@@ -1278,6 +1328,9 @@ impl Driver {
             return PciErsResult::Disconnect;
         };
         let g = self.lock();
+        if g.devs[d].failed.is_some() {
+            return PciErsResult::Disconnect;
+        }
         if g.devs[d].reset_cmd {
             return PciErsResult::NeedReset;
         }
@@ -1469,6 +1522,18 @@ impl Driver {
     /// The hardware hooks.
     pub fn hardware(&self) -> &dyn Hardware {
         &*self.hw
+    }
+
+    /// Why the core failed the device (`Output::DeviceFailed`), until it is removed. While
+    /// it is set, `error_detected`, `mmio_enabled` and `slot_reset` answer `DISCONNECT`.
+    pub fn failure(&self, dev: DeviceId) -> Option<FailureCause> {
+        let d = dev_index(dev).ok()?;
+        self.lock().devs[d].failed
+    }
+
+    /// The port's kernel log (`dmesg`), oldest first: at most [`KERNEL_LOG_LINES`] lines.
+    pub fn kernel_log(&self) -> Vec<String> {
+        self.lock().kernel_log.iter().cloned().collect()
     }
 
     /// How reset cycles ended, in order.

@@ -469,3 +469,73 @@ fn an_operation_that_overruns_is_fenced_before_the_reset_and_its_late_end_not_re
     oracle::check(&oracle::snapshot(&log), true).unwrap();
     d.audit(true).unwrap();
 }
+
+/// Hardware whose re-initialisation after a slot reset fails.
+struct ReinitFails;
+impl Hardware for ReinitFails {
+    fn reset(&self, _: DeviceId) -> ResetResult {
+        ResetResult::Failed
+    }
+}
+
+#[test]
+fn a_failed_slot_reset_fails_the_device_and_the_error_path_disconnects_until_removal() {
+    let log = oracle::new_log();
+    let d = Driver::with_clock(
+        CONFIG,
+        Arc::new(ReinitFails),
+        Arc::new(ManualClock::new(Tick(0))),
+    );
+    d.probe(DEV, &[IB, IB]).unwrap();
+    d.register_client(
+        Recorder::new(0, PciErsResult::NeedReset, &log),
+        ClientKind::Trusted,
+    )
+    .unwrap();
+    assert_eq!(d.failure(DEV), None);
+    assert_eq!(
+        d.error_detected(DEV, PciChannelState::Frozen),
+        PciErsResult::NeedReset
+    );
+    assert_eq!(d.slot_reset(DEV), PciErsResult::Disconnect);
+    assert_eq!(d.failure(DEV), Some(FailureCause::ResetFailed));
+    assert_eq!(d.cycles(), vec![(DEV, CycleOutcome::HardwareFailed)]);
+    let dmesg = d.kernel_log();
+    assert_eq!(dmesg.len(), 1, "{dmesg:?}");
+    assert!(
+        dmesg[0].contains("device failed") && dmesg[0].contains("ResetFailed"),
+        "{dmesg:?}"
+    );
+    // A failed device cannot reset: every later step of the error path gives up.
+    for state in [PciChannelState::Normal, PciChannelState::Frozen] {
+        assert_eq!(d.error_detected(DEV, state), PciErsResult::Disconnect);
+    }
+    assert_eq!(d.mmio_enabled(DEV), PciErsResult::Disconnect);
+    assert_eq!(d.slot_reset(DEV), PciErsResult::Disconnect);
+    assert_eq!(d.poll_slot_reset(DEV), Some(PciErsResult::Disconnect));
+    assert_eq!(
+        d.reset_prepare(DEV).unwrap_err().errno,
+        Errno::ENODEV,
+        "no function reset of a failed device"
+    );
+    assert_eq!(
+        d.cycles().len(),
+        1,
+        "no cycle after the failure: {:?}",
+        d.cycles()
+    );
+    assert_eq!(
+        events_of(&log, 0),
+        vec![
+            What::Add,
+            What::Reset(PciErsResult::NeedReset),
+            What::Event(IbEvent::DeviceFatal),
+        ]
+    );
+    // Removal clears it: the slot is free for a new probe.
+    d.remove(DEV).unwrap();
+    assert_eq!(d.failure(DEV), None);
+    d.unload().unwrap();
+    oracle::check(&oracle::snapshot(&log), true).unwrap();
+    d.audit(true).unwrap();
+}

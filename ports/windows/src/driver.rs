@@ -2,13 +2,13 @@
 //! completion, start/shutdown/release), the reset worker, IRPs and the mlx4 interface.
 
 use pnp_lifecycle::{
-    ClientHandle, ClientKind, Config, DeviceId, Epoch, Event, Input, LinkState, PhysPort, PortCaps,
-    RequestToken, ResetAnswer, ResetResult, StartResult, Tick, Unregistered,
+    ClientHandle, ClientKind, Config, DeviceId, Epoch, Event, FailureCause, Input, LinkState,
+    PhysPort, PortCaps, RequestToken, ResetAnswer, ResetResult, StartResult, Tick, Unregistered,
 };
 
 use crate::clock::{Clock, MonotonicClock};
 use crate::ntstatus::NtStatus;
-use crate::port::{PnpMinor, PortCore, Work};
+use crate::port::{PnpDeviceState, PnpMinor, PortCore, Work};
 use crate::sync::{lock, thread, wait, Arc, Condvar, Mutex};
 
 /// A client's event callback (the mlx4 reset event handler). Called on the port's
@@ -306,6 +306,19 @@ impl Driver {
         Ok(())
     }
 
+    /// `IRP_MN_QUERY_PNP_DEVICE_STATE`: the device's `PNP_DEVICE_STATE` bits. After the core
+    /// failed the device (a failed start or hardware reset, a trusted client that missed its
+    /// deadline, an exhausted epoch) the port called `IoInvalidateDeviceState` and answers
+    /// [`PnpDeviceState::FAILED`] until the device is removed.
+    pub fn pnp_device_state(&self, device: DeviceId) -> Result<PnpDeviceState, NtStatus> {
+        self.with(|c| c.pnp_device_state(device))
+    }
+
+    /// Why the device failed (see [`PortCore::failure`]).
+    pub fn failure(&self, device: DeviceId) -> Option<FailureCause> {
+        self.with(|c| c.failure(device))
+    }
+
     /// Port-level anomalies (see [`PortCore::anomalies`]).
     pub fn anomalies(&self) -> u32 {
         self.with(|c| c.anomalies())
@@ -370,7 +383,10 @@ impl Driver {
                     irp.complete(status);
                     core = lock(&self.inner.core);
                 }
-                Work::CycleFinished(..)
+                // `IoInvalidateDeviceState`: the failed state is already recorded under the
+                // port lock, where `pnp_device_state` (IRP_MN_QUERY_PNP_DEVICE_STATE) reads it.
+                Work::InvalidateDeviceState { .. }
+                | Work::CycleFinished(..)
                 | Work::Fenced(_)
                 | Work::ClientGone(_)
                 | Work::DeviceRemoved(_)

@@ -39,7 +39,9 @@ pub use clock::{Clock, ManualClock, MonotonicClock};
 pub use driver::Fault;
 pub use driver::{Callback, Driver, Hal, Irp, MlxInterface};
 pub use ntstatus::NtStatus;
-pub use port::{Machine, PnpMinor, PortCore, RemoveLockState, Work, CLIENTS, DEVICES, PORTS};
+pub use port::{
+    Machine, PnpDeviceState, PnpMinor, PortCore, RemoveLockState, Work, CLIENTS, DEVICES, PORTS,
+};
 
 #[cfg(test)]
 mod tests;

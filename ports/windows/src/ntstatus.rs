@@ -9,6 +9,8 @@ pub struct NtStatus(pub u32);
 impl NtStatus {
     /// `STATUS_SUCCESS`.
     pub const SUCCESS: NtStatus = NtStatus(0x0000_0000);
+    /// `STATUS_UNSUCCESSFUL`: a status or error of a newer core this port does not know.
+    pub const UNSUCCESSFUL: NtStatus = NtStatus(0xC000_0001);
     /// `STATUS_PENDING`: the IRP completes later.
     pub const PENDING: NtStatus = NtStatus(0x0000_0103);
     /// `STATUS_DEVICE_BUSY`: a veto, a pending request, a reset in progress.
@@ -46,6 +48,7 @@ impl NtStatus {
         match self.0 {
             0x0000_0000 => "STATUS_SUCCESS",
             0x0000_0103 => "STATUS_PENDING",
+            0xC000_0001 => "STATUS_UNSUCCESSFUL",
             0x8000_0011 => "STATUS_DEVICE_BUSY",
             0xC000_0008 => "STATUS_INVALID_HANDLE",
             0xC000_000D => "STATUS_INVALID_PARAMETER",
@@ -76,6 +79,8 @@ impl From<Status> for NtStatus {
             Status::Success => NtStatus::SUCCESS,
             Status::HardwareFailed => NtStatus::DEVICE_HARDWARE_ERROR,
             Status::DeviceGone => NtStatus::DEVICE_REMOVED,
+            // `Status` is non-exhaustive: a status this port does not know yet.
+            _ => NtStatus::UNSUCCESSFUL,
         }
     }
 }
@@ -117,6 +122,8 @@ impl From<Error> for NtStatus {
             Error::UnknownClient => NtStatus::INVALID_HANDLE,
             Error::ClientRevoked => NtStatus::ACCESS_DENIED,
             Error::StaleEpoch { .. } => NtStatus::REVISION_MISMATCH,
+            // `Error` is non-exhaustive: a refusal this port does not know yet.
+            _ => NtStatus::UNSUCCESSFUL,
         }
     }
 }

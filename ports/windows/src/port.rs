@@ -9,8 +9,8 @@ use std::sync::Arc;
 
 use pnp_lifecycle::{
     queue_capacity, Access, ClientHandle, ClientKind, Config, CycleOutcome, DeviceId, Epoch, Event,
-    HardwareCommand, Input, Lifecycle, Output, Reply, RequestToken, ResetAnswer, ResetResult,
-    StartResult, Tick, Unregistered,
+    FailureCause, HardwareCommand, Input, Lifecycle, Output, Reply, RequestToken, ResetAnswer,
+    ResetResult, StartResult, Tick, Unregistered,
 };
 
 use crate::clock::{Clock, MonotonicClock};
@@ -73,6 +73,35 @@ impl PnpMinor {
             PnpMinor::StopDevice => Input::Stop { device, token },
             PnpMinor::CancelStopDevice => Input::CancelStop { device, token },
         }
+    }
+}
+
+/// A device's `PNP_DEVICE_STATE` bits, as the driver answers
+/// `IRP_MN_QUERY_PNP_DEVICE_STATE` (the query the PnP manager sends after
+/// `IoInvalidateDeviceState`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct PnpDeviceState(pub u32);
+
+impl PnpDeviceState {
+    /// No bit set: the device works.
+    pub const NONE: PnpDeviceState = PnpDeviceState(0);
+    /// `PNP_DEVICE_DISABLED`.
+    pub const DISABLED: PnpDeviceState = PnpDeviceState(0x0000_0001);
+    /// `PNP_DEVICE_DONT_DISPLAY_IN_UI`.
+    pub const DONT_DISPLAY_IN_UI: PnpDeviceState = PnpDeviceState(0x0000_0002);
+    /// `PNP_DEVICE_FAILED`: the PnP manager stops the device and sends it remove.
+    pub const FAILED: PnpDeviceState = PnpDeviceState(0x0000_0004);
+    /// `PNP_DEVICE_REMOVED`.
+    pub const REMOVED: PnpDeviceState = PnpDeviceState(0x0000_0008);
+
+    /// Whether every bit of `bits` is set.
+    pub const fn contains(self, bits: PnpDeviceState) -> bool {
+        self.0 & bits.0 == bits.0
+    }
+
+    /// Whether `PNP_DEVICE_FAILED` is set.
+    pub const fn failed(self) -> bool {
+        self.contains(Self::FAILED)
     }
 }
 
@@ -167,6 +196,16 @@ pub enum Work<Cb, R> {
     },
     /// A reset cycle ended.
     CycleFinished(DeviceId, CycleOutcome),
+    /// The device failed (`Output::DeviceFailed`): `IoInvalidateDeviceState`. The port
+    /// already set `PNP_DEVICE_FAILED` in the device's state
+    /// ([`PortCore::pnp_device_state`]), which `IRP_MN_QUERY_PNP_DEVICE_STATE` answers; the
+    /// PnP manager then stops the device and sends it remove.
+    InvalidateDeviceState {
+        /// The device.
+        device: DeviceId,
+        /// Why it failed.
+        cause: FailureCause,
+    },
     /// The client was revoked with a callback or a hardware operation in flight and the
     /// port fenced it: its queued callback (if it had not started) was cancelled, every
     /// later call through its interface fails (`STATUS_ACCESS_DENIED`), and `FenceDone` was
@@ -209,6 +248,10 @@ pub struct PortCore<Cb, R> {
     fence_waiting: Vec<(ClientHandle, Tick)>,
     /// How long a fence waits out a running hardware operation.
     fence_grace: u64,
+    /// Each device's `PNP_DEVICE_STATE` and, once failed, why.
+    pnp_state: [(PnpDeviceState, Option<FailureCause>); DEVICES],
+    /// `IoInvalidateDeviceState` calls made.
+    invalidations: u32,
 }
 
 impl<Cb: Clone, R> PortCore<Cb, R> {
@@ -234,6 +277,8 @@ impl<Cb: Clone, R> PortCore<Cb, R> {
             ops_in_flight: Vec::new(),
             fence_waiting: Vec::new(),
             fence_grace: config.operation_timeout,
+            pnp_state: [(PnpDeviceState::NONE, None); DEVICES],
+            invalidations: 0,
         }
     }
 
@@ -250,6 +295,29 @@ impl<Cb: Clone, R> PortCore<Cb, R> {
     /// The core machine (read-only: every change goes through an input).
     pub fn machine(&self) -> &Machine {
         &self.machine
+    }
+
+    /// `IRP_MN_QUERY_PNP_DEVICE_STATE`: the device's `PNP_DEVICE_STATE` bits
+    /// (`PNP_DEVICE_FAILED` from the core's `Output::DeviceFailed` until the device is
+    /// removed). `STATUS_NO_SUCH_DEVICE` for a device slot this driver does not have.
+    pub fn pnp_device_state(&self, device: DeviceId) -> Result<PnpDeviceState, NtStatus> {
+        self.pnp_state
+            .get(usize::from(device.0))
+            .map(|(state, _)| *state)
+            .ok_or(NtStatus::NO_SUCH_DEVICE)
+    }
+
+    /// Why the device failed, as the port recorded it from `Output::DeviceFailed` (until the
+    /// device is removed).
+    pub fn failure(&self, device: DeviceId) -> Option<FailureCause> {
+        self.pnp_state
+            .get(usize::from(device.0))
+            .and_then(|(_, cause)| *cause)
+    }
+
+    /// How many times the port called `IoInvalidateDeviceState`.
+    pub fn invalidations(&self) -> u32 {
+        self.invalidations
     }
 
     /// Core answers the port did not expect (a refused `CallbackDone`, a notification to a
@@ -404,7 +472,24 @@ impl<Cb: Clone, R> PortCore<Cb, R> {
                 self.clients.retain(|(h, _)| *h != client);
                 Work::ClientGone(client)
             }
-            Output::DeviceRemoved { device } => Work::DeviceRemoved(device),
+            Output::DeviceFailed { device, cause } => {
+                match self.pnp_state.get_mut(usize::from(device.0)) {
+                    Some(slot) => {
+                        slot.0 .0 |= PnpDeviceState::FAILED.0;
+                        slot.1 = Some(cause);
+                    }
+                    None => self.anomalies += 1,
+                }
+                self.invalidations += 1;
+                Work::InvalidateDeviceState { device, cause }
+            }
+            Output::DeviceRemoved { device } => {
+                // The slot is free: a device added there later starts with a clean state.
+                if let Some(slot) = self.pnp_state.get_mut(usize::from(device.0)) {
+                    *slot = (PnpDeviceState::NONE, None);
+                }
+                Work::DeviceRemoved(device)
+            }
             Output::UnloadMayFinish => {
                 self.unload_emitted = true;
                 Work::UnloadMayFinish

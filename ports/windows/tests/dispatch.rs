@@ -194,3 +194,62 @@ fn stop_waits_for_a_hardware_operation_and_cannot_pause_vetoes_query_stop() {
     assert!(shutdown(&mut core), "the stop goes ahead once it returned");
     assert_eq!(core.anomalies(), 0);
 }
+
+/// A HAL whose hardware reset never brings the device back.
+struct ResetFails;
+impl Hal for ResetFails {
+    fn start(&self, _: DeviceId) -> StartResult {
+        StartResult::Started
+    }
+    fn reset(&self, _: DeviceId) -> ResetResult {
+        ResetResult::Failed
+    }
+    fn shutdown(&self, _: DeviceId) {}
+    fn release(&self, _: DeviceId) {}
+    fn client_op(&self, _: DeviceId, _: ClientHandle) {}
+}
+
+/// A failed hardware reset: the core's `DeviceFailed` becomes `IoInvalidateDeviceState`,
+/// and `IRP_MN_QUERY_PNP_DEVICE_STATE` answers `PNP_DEVICE_FAILED` until the device is
+/// removed.
+#[test]
+fn a_failed_reset_reports_pnp_device_failed_until_remove() {
+    use pnp_lifecycle::FailureCause;
+    use pnp_lifecycle_windows::PnpDeviceState;
+    let d = Driver::new(Config::DEFAULT, Arc::new(ResetFails));
+    d.add_device(DEV).unwrap();
+    assert_eq!(irp(&d, PnpMinor::StartDevice, 1).1, NtStatus::SUCCESS);
+    assert_eq!(d.pnp_device_state(DEV), Ok(PnpDeviceState::NONE));
+    assert_eq!(d.failure(DEV), None);
+    let (iface, events) = client(&d);
+    iface.reset_request().unwrap();
+    wait_for(&events, |e| e.contains(&Event::Reset));
+    iface.reset_execute().unwrap();
+    wait_for(&events, |e| e.contains(&Event::DeviceFatal));
+    let state = d.pnp_device_state(DEV).unwrap();
+    assert!(
+        state.failed(),
+        "PNP_DEVICE_FAILED after a failed reset: {state:?}"
+    );
+    assert_eq!(state, PnpDeviceState::FAILED);
+    assert_eq!(d.failure(DEV), Some(FailureCause::ResetFailed));
+    assert_eq!(d.inspect(|c| c.invalidations()), 1);
+    // The PnP manager answers PNP_DEVICE_FAILED with remove.
+    let remove = Irp::new(DEV, PnpMinor::RemoveDevice, 2);
+    d.dispatch_pnp(&remove);
+    wait_for(&events, |e| e.contains(&Event::Removed { surprise: false }));
+    assert!(
+        d.pnp_device_state(DEV).unwrap().failed(),
+        "still failed while remove is pending"
+    );
+    iface.unregister().unwrap();
+    assert_eq!(remove.wait(), NtStatus::SUCCESS);
+    assert_eq!(d.pnp_device_state(DEV), Ok(PnpDeviceState::NONE));
+    assert_eq!(d.failure(DEV), None);
+    assert_eq!(
+        d.pnp_device_state(DeviceId(7)),
+        Err(NtStatus::NO_SUCH_DEVICE)
+    );
+    d.unload().unwrap();
+    assert_eq!(d.anomalies(), 0);
+}
