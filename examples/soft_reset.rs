@@ -67,6 +67,7 @@ impl Timeline {
                 self.name(client)
             ),
             Output::ClientGone { client } => format!("{} gone (slot free)", self.name(client)),
+            Output::DeviceFailed { cause, .. } => format!("DEVICE FAILED: {cause:?}"),
             Output::DeviceRemoved { .. } => "device removed".to_string(),
             Output::UnloadMayFinish => "UNLOAD MAY FINISH".to_string(),
         }

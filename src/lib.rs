@@ -70,6 +70,8 @@
 //!                 Output::Complete { .. } => None,
 //!                 // Answer every reset request (and deferred fatal error) of this cycle.
 //!                 Output::ResetCycleFinished { .. } => None,
+//!                 // Report the failure to the OS (Windows: PNP_DEVICE_FAILED).
+//!                 Output::DeviceFailed { .. } => None,
 //!                 // A blocking unregister may return; a device slot is free.
 //!                 Output::ClientGone { .. } | Output::DeviceRemoved { .. } => None,
 //!                 // DriverUnload may return.

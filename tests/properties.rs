@@ -6,6 +6,7 @@
 //! clock that jumps far ahead).
 
 use arbitrary::Unstructured;
+use pnp_lifecycle::inspect::*;
 use pnp_lifecycle::*;
 use pnp_lifecycle_testkit::gen::{small_config, Generator};
 use pnp_lifecycle_testkit::{drive_to_quiescence, Fuzz, Quiesce, World};

@@ -2,6 +2,7 @@
 
 mod common;
 use common::*;
+use pnp_lifecycle::inspect::*;
 use pnp_lifecycle::*;
 
 fn running_with(
@@ -833,6 +834,10 @@ fn trusted_client_missing_its_deadline_fails_the_device_under_the_escalate_polic
                 device: DEV,
                 outcome: CycleOutcome::ClientTimedOut
             },
+            Output::DeviceFailed {
+                device: DEV,
+                cause: FailureCause::ClientMissedDeadline
+            },
             notify(slow, Event::DeviceFatal),
             notify(quick, Event::DeviceFatal),
         ]
@@ -1398,6 +1403,10 @@ fn failed_hardware_reset_goes_to_failed_clients_are_told_fatal_and_only_remove_l
     assert_eq!(
         out,
         vec![
+            Output::DeviceFailed {
+                device: DEV,
+                cause: FailureCause::ResetFailed
+            },
             notify(c[0], Event::DeviceFatal),
             Output::ResetCycleFinished {
                 device: DEV,
@@ -2609,6 +2618,10 @@ fn trusted_callback_overrun_under_fail_device_fails_the_device() {
         out,
         vec![
             Output::Fence { client: stuck },
+            Output::DeviceFailed {
+                device: DEV,
+                cause: FailureCause::ClientMissedDeadline
+            },
             notify(other, Event::DeviceFatal)
         ]
     );
@@ -2628,6 +2641,10 @@ fn trusted_callback_overrun_under_fail_device_fails_the_device() {
         vec![
             Output::Fence { client: stuck },
             finished(CycleOutcome::ClientTimedOut),
+            Output::DeviceFailed {
+                device: DEV,
+                cause: FailureCause::ClientMissedDeadline
+            },
             notify(other, Event::DeviceFatal)
         ]
     );
@@ -3172,6 +3189,10 @@ fn failed_reset_answers_reset_with_device_fatal() {
             result: ResetResult::Failed
         }),
         vec![
+            Output::DeviceFailed {
+                device: DEV,
+                cause: FailureCause::ResetFailed
+            },
             notify(a, Event::DeviceFatal),
             notify(late, Event::DeviceFatal),
             finished(CycleOutcome::HardwareFailed),

@@ -758,6 +758,10 @@ fn finding_5_a_failed_reset_answers_reset_with_device_fatal() {
             result: ResetResult::Failed
         }),
         vec![
+            Output::DeviceFailed {
+                device: DEV,
+                cause: FailureCause::ResetFailed
+            },
             notify(ipoib, Event::DeviceFatal),
             notify(uverbs, Event::DeviceFatal),
             Output::ResetCycleFinished {

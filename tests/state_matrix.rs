@@ -11,6 +11,8 @@
 
 mod common;
 use common::*;
+use pnp_lifecycle::inspect::*;
+use pnp_lifecycle::table::*;
 use pnp_lifecycle::*;
 
 type O = Owner<1, 4, 2, { queue_capacity(1, 4) }>;

@@ -2,6 +2,7 @@
 //! change it observes is listed (`is_listed`), and that it observes most of the list, so
 //! the list can neither miss a change the machine makes nor keep dead entries unnoticed.
 
+use pnp_lifecycle::table::*;
 use pnp_lifecycle::*;
 use std::collections::BTreeSet;
 

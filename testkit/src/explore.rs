@@ -443,7 +443,8 @@ pub fn alphabet<S: Sut>(world: &World<S>, wide: bool) -> Vec<(Tick, Input)> {
                 return true; // admission is a rule of its own (remove pending, unload)
             }
             world.sut.phase(d).is_none_or(|p| {
-                pnp_lifecycle::disposition(p, i.kind()) != pnp_lifecycle::Disposition::Refuse
+                pnp_lifecycle::table::disposition(p, i.kind())
+                    != pnp_lifecycle::table::Disposition::Refuse
             })
         });
     }

@@ -3,10 +3,10 @@
 //! comparison bite. Fault code lives here, never in the core.
 
 use crate::sut::Sut;
+use pnp_lifecycle::inspect::{AfterReset, Phase};
 use pnp_lifecycle::{
-    AfterReset, BindingCaps, ClientHandle, ClientView, Config, DeviceId, DriverPhase, Epoch, Error,
-    Event, HardwareCommand, Input, LinkState, Output, Phase, PhaseKind, PhysPort, Reply,
-    ResetAnswer, Tick,
+    BindingCaps, ClientHandle, ClientView, Config, DeviceId, DriverPhase, Epoch, Error, Event,
+    HardwareCommand, Input, LinkState, Output, PhaseKind, PhysPort, Reply, ResetAnswer, Tick,
 };
 use std::collections::VecDeque;
 

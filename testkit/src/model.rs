@@ -22,12 +22,13 @@
 //!   port for link changes told with the state at delivery, device news replaces older
 //!   news, `RESET`/`RESET_END` in order; ordered events before links before the last one).
 
+use pnp_lifecycle::table::{Disposition, TABLE};
 use pnp_lifecycle::{
     Access, BindingCaps, ClientHandle, ClientKind, ClientState, ClientView, Config, CycleOutcome,
-    DeviceId, Disposition, DriverPhase, Epoch, Error, Event, FatalAnswer, HardwareCommand, Input,
+    DeviceId, DriverPhase, Epoch, Error, Event, FailureCause, FatalAnswer, HardwareCommand, Input,
     InputKind, LinkState, Output, PhaseKind, PhysPort, PortCaps, PortSet, Reply, RequestToken,
     ResetAnswer, ResetResult, Role, StartResult, Status, Tick, TrustedTimeoutPolicy, Unregistered,
-    VetoReason, TABLE,
+    VetoReason,
 };
 
 /// Hardware operations one client may have in flight (the core documents 16).
@@ -560,6 +561,12 @@ impl Cx<'_> {
             device: self.d,
             token,
             status,
+        });
+    }
+    fn failed(&mut self, cause: FailureCause) {
+        self.out.push(Output::DeviceFailed {
+            device: self.d,
+            cause,
         });
     }
     fn cycle(&mut self, outcome: CycleOutcome) {
@@ -1129,6 +1136,7 @@ impl Dev {
                     }
                 } else {
                     self.st = St::Failed(held);
+                    cx.failed(FailureCause::StartFailed);
                     self.tell_live(cx, Event::DeviceFatal);
                     if fatal {
                         cx.cycle(CycleOutcome::HardwareFailed);
@@ -1542,6 +1550,7 @@ impl Dev {
         }
         if !ok {
             self.st = St::Failed(true);
+            cx.failed(FailureCause::ResetFailed);
             self.tell_live(cx, Event::DeviceFatal);
             cx.cycle(CycleOutcome::HardwareFailed);
             if next == Next::FollowUp {
@@ -1631,6 +1640,7 @@ impl Dev {
             }
             self.all_roles(Role::Idle);
             self.st = St::Failed(true);
+            cx.failed(FailureCause::ClientMissedDeadline);
             self.tell_live(cx, Event::DeviceFatal);
         }
         self.progress(cx);
@@ -1698,6 +1708,7 @@ impl Dev {
     fn fail_exhausted(&mut self, cx: &mut Cx<'_>) {
         self.all_roles(Role::Idle);
         self.st = St::Failed(true);
+        cx.failed(FailureCause::EpochExhausted);
         self.tell_live(cx, Event::DeviceFatal);
     }
 }

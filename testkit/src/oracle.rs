@@ -10,11 +10,11 @@
 //! model off.
 
 use crate::sut::Sut;
+use pnp_lifecycle::table::{disposition, is_listed, Disposition};
 use pnp_lifecycle::{
-    disposition, is_listed, Access, ClientHandle, ClientKind, ClientState, Config, CycleOutcome,
-    DeviceId, Disposition, DriverPhase, Epoch, Error, Event, FatalAnswer, HardwareCommand, Input,
-    InputKind, Output, PhaseKind, Reply, ResetAnswer, Tick, TrustedTimeoutPolicy, Unregistered,
-    VetoReason,
+    Access, ClientHandle, ClientKind, ClientState, Config, CycleOutcome, DeviceId, DriverPhase,
+    Epoch, Error, Event, FatalAnswer, HardwareCommand, Input, InputKind, Output, PhaseKind, Reply,
+    ResetAnswer, Tick, TrustedTimeoutPolicy, Unregistered, VetoReason,
 };
 use std::collections::BTreeMap;
 use std::fmt;
@@ -71,6 +71,8 @@ pub enum Check {
     /// A cycle ended without a hardware reset although some voter needed one, none said it
     /// can recover, or the epoch moved; or a reset ran though every voter could recover.
     Recovery,
+    /// A device entered Failed without one `DeviceFailed`, or one came without it.
+    Failure,
     /// A state change `pnp_lifecycle::is_listed` does not list.
     Transition,
     /// A stop that does not release the hardware resources.
@@ -1064,6 +1066,7 @@ impl Oracle {
                         )
                 }
                 FatalAnswer::DeviceFailed => after.phase(d) == Some(PhaseKind::Failed),
+                _ => false, // an answer this oracle does not know is a finding
             };
             if !ok {
                 fail!(
@@ -1122,6 +1125,8 @@ impl Oracle {
             fail!(I2, "output {:?} after UnloadMayFinish", o);
         }
         match *o {
+            // Checked with the device's state change (`Check::Failure`).
+            Output::DeviceFailed { .. } => {}
             Output::Notify { client, event } => {
                 let Some(c) = self.client_mut(client) else {
                     fail!(I1, "notification {:?} to never-issued {:?}", event, client);
@@ -1550,6 +1555,26 @@ impl Oracle {
                         input
                     );
                 }
+            }
+            // Entering Failed is reported to the owner exactly once, with its cause; nothing
+            // else is reported as a failure.
+            // (Cancel remove returns to a failure already reported.)
+            let entered_failed = pa == Some(PhaseKind::Failed)
+                && !matches!(pb, Some(PhaseKind::Failed | PhaseKind::RemovePending));
+            let reported = outputs
+                .iter()
+                .filter(|o| matches!(o, Output::DeviceFailed { device: d, .. } if *d == device))
+                .count();
+            if reported != usize::from(entered_failed) {
+                fail!(
+                    Failure,
+                    "{:?} went from {:?} to {:?} on {:?} with {} DeviceFailed outputs",
+                    device,
+                    pb,
+                    pa,
+                    input,
+                    reported
+                );
             }
             // A stop releases the hardware resources when it ends (at once, or once the
             // operations in flight are done or fenced).

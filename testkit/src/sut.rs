@@ -3,9 +3,10 @@
 
 use core::fmt::Debug;
 use core::hash::Hash;
+use pnp_lifecycle::inspect::Phase;
 use pnp_lifecycle::{
     BindingCaps, ClientHandle, ClientView, Config, DeviceId, DriverPhase, Epoch, Error, Input,
-    Lifecycle, LinkState, Output, Phase, PhaseKind, PhysPort, Reply, Tick,
+    Lifecycle, LinkState, Output, PhaseKind, PhysPort, Reply, Tick,
 };
 
 /// A machine the oracle, the model comparison and the explorer can drive.
