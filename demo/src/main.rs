@@ -15,7 +15,7 @@
 //! flight recorder ([`Recorder`]) prints the last inputs it kept, as an owner would dump
 //! it after a failure.
 //!
-//! Run with `cargo run --example soft_reset`.
+//! Run with `cargo run -p pnp-lifecycle-demo` (it builds only the core).
 
 use pnp_lifecycle::*;
 
