@@ -179,6 +179,11 @@ pub mod inspect {
     pub use crate::device::{AfterReset, HwOp, Phase, Port, Prior, Resources, Teardown};
 }
 
+// The README's Rust blocks are doctests: its API tour compiles as a `main`.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
+
 pub use machine::{outputs_per_device_input, queue_capacity, ClientView, DriverPhase, Lifecycle};
 pub use recorder::{Record, Recorder};
 pub use registry::{ClientState, Role};
