@@ -862,7 +862,12 @@ impl Dev {
                 if *link != state {
                     *link = state;
                     // After DeviceFatal only Removed or Revoked follow.
-                    if matches!(self.st, St::Failed(_)) {
+                    // Clients of a failed device were told DeviceFatal: nothing but
+                    // Removed or Revoked follows, also while remove is pending from it.
+                    if matches!(
+                        self.st,
+                        St::Failed(_) | St::RemovePending(Back::Failed(_), _)
+                    ) {
                         return ok;
                     }
                     for i in 0..self.cls.len() {
