@@ -498,9 +498,17 @@ impl<Cb: Clone, R> PortCore<Cb, R> {
         self.fifo.push_back(work);
     }
 
-    /// `AddDevice`.
+    /// `AddDevice`: once the core accepted the device, `IoInitializeRemoveLock` on its
+    /// remove lock. A device added again in a slot whose earlier device was removed must
+    /// not inherit that device's removed lock (every `IoAcquireRemoveLock` would fail with
+    /// `STATUS_DELETE_PENDING` forever). The core refuses `AddDevice` while the slot is
+    /// still occupied, and no holder of the old lock is left once the old device's
+    /// `IRP_MN_REMOVE_DEVICE` got past `IoReleaseRemoveLockAndWait`, so re-initialising
+    /// here cannot disturb anyone.
     pub fn add_device(&mut self, device: DeviceId) -> Result<(), NtStatus> {
-        self.feed(Input::AddDevice { device }).map(drop)
+        self.feed(Input::AddDevice { device })?;
+        *self.remove_lock(device)? = RemoveLockState::new();
+        Ok(())
     }
 
     /// Top of the PnP dispatch: `IoAcquireRemoveLock`, and for `IRP_MN_REMOVE_DEVICE` the

@@ -41,6 +41,8 @@ struct TestHal {
 
 impl Hal for TestHal {
     fn start(&self, _: DeviceId) -> StartResult {
+        // A device added again after remove starts on fresh resources.
+        lock(&self.hw).released = false;
         StartResult::Started
     }
     fn reset(&self, _: DeviceId) -> ResetResult {
@@ -415,4 +417,38 @@ fn planted_remove_without_wait_is_caught() {
         failure.contains("hardware"),
         "expected a hardware violation, got: {failure}"
     );
+}
+
+/// Re-add after remove (issue 11): a device removed while a client's I/O thread runs, then
+/// added again in the same slot, must start and take a new client (`IoInitializeRemoveLock`
+/// on the new `AddDevice`): neither `START` nor registration may fail with
+/// `STATUS_DELETE_PENDING`.
+fn readd_after_remove(w: Arc<World>) {
+    let (c, iface) = w.register(0).expect("register");
+    let io = iface.clone();
+    let io_thread = thread::spawn(move || while io.hardware_op().is_ok() {});
+    let wc = w.clone();
+    let events = thread::spawn(move || wc.run_client(c, iface, false));
+    let p = w.clone();
+    let pnp = thread::spawn(move || {
+        assert_eq!(p.pnp(PnpMinor::RemoveDevice), NtStatus::SUCCESS);
+        p.driver.add_device(DEV).expect("the slot is free again");
+        assert_eq!(p.pnp(PnpMinor::StartDevice), NtStatus::SUCCESS);
+        let (c1, iface1) = p
+            .register(1)
+            .expect("a client registers on the re-added device");
+        assert_eq!(iface1.hardware_op(), Ok(()));
+        let pc = p.clone();
+        let events1 = thread::spawn(move || pc.run_client(c1, iface1, false));
+        assert_eq!(p.pnp(PnpMinor::RemoveDevice), NtStatus::SUCCESS);
+        events1.join().expect("client 1 finished");
+    });
+    join_all(vec![io_thread, events, pnp]);
+    w.unload();
+    w.finish();
+}
+
+#[test]
+fn shuttle_readd_after_remove() {
+    both_schedulers(readd_after_remove);
 }
