@@ -13,7 +13,8 @@ use crate::sync::{lock, thread, wait, Arc, Condvar, Mutex};
 
 /// A client's event callback (the mlx4 reset event handler). Called on the port's
 /// notification thread, never under the port lock. It may call back into the port, but
-/// must not block on it (no blocking [`MlxInterface::unregister`] from inside it).
+/// must not block on it: a blocking [`MlxInterface::unregister`] from inside it is refused
+/// with `STATUS_POSSIBLE_DEADLOCK` (use [`MlxInterface::unregister_nowait`]).
 pub type Callback = Arc<dyn Fn(Event) + Send + Sync>;
 
 /// The hardware the port drives. Every method is called outside the port lock.
@@ -111,6 +112,9 @@ struct Inner {
     changed: Condvar,
     hal: Arc<dyn Hal>,
     threads: Mutex<Vec<thread::JoinHandle<()>>>,
+    /// The notification thread (set before it makes any callback): a blocking call made on
+    /// it would wait for itself.
+    notifier: Mutex<Option<thread::ThreadId>>,
     #[cfg(feature = "planted-fault")]
     fault: Fault,
 }
@@ -168,6 +172,7 @@ impl Driver {
                 changed: Condvar::new(),
                 hal,
                 threads: Mutex::new(Vec::new()),
+                notifier: Mutex::new(None),
                 #[cfg(feature = "planted-fault")]
                 fault,
             }),
@@ -329,7 +334,14 @@ impl Driver {
         f(&lock(&self.inner.core))
     }
 
+    /// Whether the caller is the notification thread (inside a client callback, or the
+    /// port's own hardware start/shutdown/release).
+    fn on_notification_thread(&self) -> bool {
+        *lock(&self.inner.notifier) == Some(thread::current().id())
+    }
+
     fn notification_thread(&self) {
+        *lock(&self.inner.notifier) = Some(thread::current().id());
         let mut core = lock(&self.inner.core);
         loop {
             let Some(work) = core.fifo.pop_front() else {
@@ -494,8 +506,14 @@ impl MlxInterface {
     }
 
     /// Unregister and block until no callback of this client runs or will run (the core's
-    /// `ClientGone`). Idempotent. Never call it from inside the client's own callback.
+    /// `ClientGone`). Idempotent. Called from inside any client's callback (on the
+    /// notification thread, which alone could deliver what it would wait for) it changes
+    /// nothing and fails with `STATUS_POSSIBLE_DEADLOCK`, like Linux's `EDEADLK`: use
+    /// [`Self::unregister_nowait`] there.
     pub fn unregister(&self) -> Result<Unregistered, NtStatus> {
+        if self.driver.on_notification_thread() {
+            return Err(NtStatus::POSSIBLE_DEADLOCK);
+        }
         let inner = &self.driver.inner;
         let mut core = lock(&inner.core);
         let result = core.unregister(self.handle);

@@ -31,6 +31,9 @@ impl NtStatus {
     pub const REVISION_MISMATCH: NtStatus = NtStatus(0xC000_0059);
     /// `STATUS_INSUFFICIENT_RESOURCES`: a capacity is exhausted.
     pub const INSUFFICIENT_RESOURCES: NtStatus = NtStatus(0xC000_009A);
+    /// `STATUS_POSSIBLE_DEADLOCK`: a blocking call made where it would wait for the thread
+    /// making it (a blocking unregister from inside a client callback).
+    pub const POSSIBLE_DEADLOCK: NtStatus = NtStatus(0xC000_0194);
     /// `STATUS_INVALID_DEVICE_STATE`: the core's per-state table refuses the request.
     pub const INVALID_DEVICE_STATE: NtStatus = NtStatus(0xC000_0184);
     /// `STATUS_DEVICE_REMOVED`: the device vanished before the request finished.
@@ -59,6 +62,7 @@ impl NtStatus {
             0xC000_0059 => "STATUS_REVISION_MISMATCH",
             0xC000_009A => "STATUS_INSUFFICIENT_RESOURCES",
             0xC000_0184 => "STATUS_INVALID_DEVICE_STATE",
+            0xC000_0194 => "STATUS_POSSIBLE_DEADLOCK",
             0xC000_02B6 => "STATUS_DEVICE_REMOVED",
             0xC000_0483 => "STATUS_DEVICE_HARDWARE_ERROR",
             _ => "STATUS_?",

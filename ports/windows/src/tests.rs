@@ -135,6 +135,15 @@ impl World {
     }
 
     fn register(&self, id: usize) -> Option<(TestClient, MlxInterface)> {
+        self.register_with(id, Arc::new(|_| {}))
+    }
+
+    /// Register client `id`; its callback records and queues the event, then runs `hook`.
+    fn register_with(
+        &self,
+        id: usize,
+        hook: Arc<dyn Fn(Event) + Send + Sync>,
+    ) -> Option<(TestClient, MlxInterface)> {
         let inbox: Arc<(Mutex<Inbox>, Condvar)> = Arc::default();
         let (cb_inbox, log) = (inbox.clone(), self.log.clone());
         let iface = self
@@ -147,6 +156,8 @@ impl World {
                     record(&log, Observation::Event { client: id, event });
                     b.events.push_back(event);
                     cb_inbox.1.notify_all();
+                    drop(b);
+                    hook(event);
                 }),
             )
             .ok()?;
@@ -451,4 +462,45 @@ fn readd_after_remove(w: Arc<World>) {
 #[test]
 fn shuttle_readd_after_remove() {
     both_schedulers(readd_after_remove);
+}
+
+/// Unregister from inside a callback (issue 11): client 0's RESET callback calls client
+/// 1's *blocking* unregister. The notification thread would wait for itself (client 1's
+/// RESET is queued behind); the port refuses with `STATUS_POSSIBLE_DEADLOCK` and changes
+/// nothing, and the callback then leaves with `unregister_nowait`, while client 1's own
+/// thread races a blocking unregister of the same handle.
+fn unregister_inside_callback(w: Arc<World>) {
+    let other: Arc<Mutex<Option<MlxInterface>>> = Arc::default();
+    let (hook_other, log) = (other.clone(), w.log.clone());
+    let hook: Arc<dyn Fn(Event) + Send + Sync> = Arc::new(move |event| {
+        if event != Event::Reset {
+            return;
+        }
+        let Some(iface1) = lock(&hook_other).clone() else {
+            return;
+        };
+        assert_eq!(
+            iface1.unregister(),
+            Err(NtStatus::POSSIBLE_DEADLOCK),
+            "a blocking unregister inside a callback is refused"
+        );
+        record(&log, Observation::UnregisterCalled { client: 1 });
+        let _ = iface1.unregister_nowait();
+    });
+    let (c0, iface0) = w.register_with(0, hook).expect("register 0");
+    let (_c1, iface1) = w.register(1).expect("register 1");
+    *lock(&other) = Some(iface1.clone());
+    let w0 = w.clone();
+    let client0 = thread::spawn(move || w0.run_client(c0, iface0, true));
+    let w1 = w.clone();
+    let leaver = thread::spawn(move || w1.unregister(1, &iface1));
+    join_all(vec![leaver]);
+    w.unload();
+    join_all(vec![client0]);
+    w.finish();
+}
+
+#[test]
+fn shuttle_unregister_inside_callback() {
+    both_schedulers(unregister_inside_callback);
 }
