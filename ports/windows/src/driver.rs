@@ -45,7 +45,8 @@ pub struct Irp {
     pub device: DeviceId,
     /// `IRP_MN_*`.
     pub minor: PnpMinor,
-    /// Its token (unique among the device's pending IRPs).
+    /// Its caller-chosen name (logs and tests). Not the core's token: the port mints that,
+    /// so two IRPs with the same name are never confused (see [`PortCore::pnp_feed`]).
     pub token: RequestToken,
     slot: Mutex<IrpSlot>,
     done: Condvar,
@@ -234,7 +235,7 @@ impl Driver {
                 core = wait(&self.inner.changed, core);
             }
         }
-        let status = core.pnp_feed(device, minor, irp.token, Arc::clone(irp));
+        let status = core.pnp_feed(device, minor, Arc::clone(irp));
         self.inner.changed.notify_all();
         if core.unload_emitted() {
             // The notification thread may have exited: complete refusals here.

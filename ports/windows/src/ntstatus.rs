@@ -17,7 +17,7 @@ impl NtStatus {
     pub const DEVICE_BUSY: NtStatus = NtStatus(0x8000_0011);
     /// `STATUS_INVALID_HANDLE`: an unknown client handle.
     pub const INVALID_HANDLE: NtStatus = NtStatus(0xC000_0008);
-    /// `STATUS_INVALID_PARAMETER`: a bad port, binding, tick or duplicate IRP token.
+    /// `STATUS_INVALID_PARAMETER`: a bad port, binding or tick.
     pub const INVALID_PARAMETER: NtStatus = NtStatus(0xC000_000D);
     /// `STATUS_NO_SUCH_DEVICE`: no such device, or the driver finished unloading.
     pub const NO_SUCH_DEVICE: NtStatus = NtStatus(0xC000_000E);

@@ -252,6 +252,8 @@ pub struct PortCore<Cb, R> {
     pnp_state: [(PnpDeviceState, Option<FailureCause>); DEVICES],
     /// `IoInvalidateDeviceState` calls made.
     invalidations: u32,
+    /// The last core token minted for an IRP (see [`Self::pnp_feed`]).
+    last_token: u32,
 }
 
 impl<Cb: Clone, R> PortCore<Cb, R> {
@@ -279,6 +281,7 @@ impl<Cb: Clone, R> PortCore<Cb, R> {
             fence_grace: config.operation_timeout,
             pnp_state: [(PnpDeviceState::NONE, None); DEVICES],
             invalidations: 0,
+            last_token: 0,
         }
     }
 
@@ -531,53 +534,56 @@ impl<Cb: Clone, R> PortCore<Cb, R> {
     /// The rest of the PnP dispatch, after [`Self::pnp_enter`] (and, for remove, after the
     /// remove lock went idle): feed the request to the core. The IRP completes through a
     /// [`Work::CompleteIrp`]: at once if the core refuses (status from the error), or when
-    /// the core completes its token. Returns `STATUS_PENDING` or the failure status.
-    pub fn pnp_feed(
-        &mut self,
-        device: DeviceId,
-        minor: PnpMinor,
-        token: RequestToken,
-        irp: R,
-    ) -> NtStatus {
+    /// the core completes its token. Returns `STATUS_PENDING` or the status it completes
+    /// with.
+    ///
+    /// Token collisions are decided in one place, here, and cannot happen: the core token
+    /// of an IRP is minted by the port (a counter that skips tokens still pending), never
+    /// taken from the caller. An IRP is identified by its handle `R` (the IRP pointer in
+    /// Windows), not by a number the caller chose, so the port must not refuse it over such
+    /// a number; and whether a request may overlap one still pending is a lifecycle rule,
+    /// which only the core decides (it refuses with `RequestPending` / `InvalidState`).
+    ///
+    /// `IRP_MN_SURPRISE_REMOVAL` has no token in the core and cannot be vetoed: the core
+    /// accepts it in every state where the device is present. The port completes it only
+    /// after the core took it (queued behind every output of that input), with the core's
+    /// refusal status only if the core refused it (no such device, unloaded).
+    pub fn pnp_feed(&mut self, device: DeviceId, minor: PnpMinor, irp: R) -> NtStatus {
         if minor != PnpMinor::RemoveDevice {
             if let Ok(lock) = self.remove_lock(device) {
                 lock.release();
             }
         }
-        if self
-            .irps
-            .iter()
-            .any(|(d, t, _)| *d == device && *t == token)
-        {
-            self.fail_irp(irp, NtStatus::INVALID_PARAMETER);
-            return NtStatus::INVALID_PARAMETER;
-        }
-        // Surprise removal carries no token in the core: the port completes it once the
-        // core accepted it (it cannot be vetoed).
-        let immediate = minor == PnpMinor::SurpriseRemoval;
-        if !immediate {
-            self.irps.push((device, token, irp));
-            match self.feed(minor.input(device, token)) {
-                Ok(_) => NtStatus::PENDING,
-                Err(status) => {
-                    if let Some(pos) = self
-                        .irps
-                        .iter()
-                        .position(|(d, t, _)| *d == device && *t == token)
-                    {
-                        let (_, _, irp) = self.irps.swap_remove(pos);
-                        self.fail_irp(irp, status);
-                    }
-                    status
-                }
-            }
-        } else {
+        let token = self.mint_token();
+        if minor == PnpMinor::SurpriseRemoval {
             let status = match self.feed(minor.input(device, token)) {
                 Ok(_) => NtStatus::SUCCESS,
                 Err(status) => status,
             };
             self.fail_irp(irp, status);
-            status
+            return status;
+        }
+        self.irps.push((device, token, irp));
+        match self.feed(minor.input(device, token)) {
+            Ok(_) => NtStatus::PENDING,
+            Err(status) => {
+                if let Some(pos) = self.irps.iter().position(|(_, t, _)| *t == token) {
+                    let (_, _, irp) = self.irps.swap_remove(pos);
+                    self.fail_irp(irp, status);
+                }
+                status
+            }
+        }
+    }
+
+    /// A core token no pending IRP holds.
+    fn mint_token(&mut self) -> RequestToken {
+        loop {
+            self.last_token = self.last_token.wrapping_add(1);
+            let token = RequestToken(self.last_token);
+            if !self.irps.iter().any(|(_, t, _)| *t == token) {
+                return token;
+            }
         }
     }
 

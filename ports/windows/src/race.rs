@@ -60,12 +60,7 @@ impl World {
         let e = |s: crate::NtStatus| format!("setup: {s}");
         core.add_device(DEV).map_err(e)?;
         core.pnp_enter(DEV, PnpMinor::StartDevice).map_err(e)?;
-        core.pnp_feed(
-            DEV,
-            PnpMinor::StartDevice,
-            pnp_lifecycle::RequestToken(1),
-            1,
-        );
+        core.pnp_feed(DEV, PnpMinor::StartDevice, 1);
         let mut log = vec![Observation::IrpDispatched { token: 1 }];
         while let Some(work) = core.fifo.pop_front() {
             match work {
@@ -177,12 +172,7 @@ impl World {
                 }
             }
             Pnp::RemoveWaitIdle => {
-                self.core.pnp_feed(
-                    DEV,
-                    PnpMinor::RemoveDevice,
-                    pnp_lifecycle::RequestToken(token),
-                    token,
-                );
+                self.core.pnp_feed(DEV, PnpMinor::RemoveDevice, token);
                 self.pnp = Pnp::WaitComplete;
             }
             Pnp::WaitComplete => self.pnp = Pnp::Done,

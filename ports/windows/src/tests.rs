@@ -120,12 +120,18 @@ impl World {
 
     /// The PnP manager sends one IRP and waits for its completion.
     fn pnp(&self, minor: PnpMinor) -> NtStatus {
+        self.pnp_named(minor, None)
+    }
+
+    /// Like [`Self::pnp`], with the IRP's own token set to `name` (the oracle still logs a
+    /// unique number per IRP).
+    fn pnp_named(&self, minor: PnpMinor, name: Option<u32>) -> NtStatus {
         let token = {
             let mut t = lock(&self.next_token);
             *t += 1;
             *t
         };
-        let irp = Irp::new(DEV, minor, token);
+        let irp = Irp::new(DEV, minor, name.unwrap_or(token));
         lock(&self.irps).push(irp.clone());
         record(&self.log, Observation::IrpDispatched { token });
         self.driver.dispatch_pnp(&irp);
@@ -503,4 +509,41 @@ fn unregister_inside_callback(w: Arc<World>) {
 #[test]
 fn shuttle_unregister_inside_callback() {
     both_schedulers(unregister_inside_callback);
+}
+
+/// Token collision against a pending IRP (issue 11): a stop waits for a client's hardware
+/// operation in flight while an `IRP_MN_SURPRISE_REMOVAL` carrying the same token arrives.
+/// Surprise removal cannot be vetoed: it completes with `STATUS_SUCCESS` once the core took
+/// it, and the pending stop still completes exactly once.
+fn surprise_with_colliding_token(w: Arc<World>) {
+    const SAME: u32 = 1000;
+    let (c, iface) = w.register(0).expect("register");
+    let io = iface.clone();
+    let io_thread = thread::spawn(move || while io.hardware_op().is_ok() {});
+    let wc = w.clone();
+    let events = thread::spawn(move || wc.run_client(c, iface, false));
+    let s = w.clone();
+    let stopper = thread::spawn(move || {
+        if s.pnp(PnpMinor::QueryStopDevice) == NtStatus::SUCCESS {
+            s.pnp_named(PnpMinor::StopDevice, Some(SAME));
+        }
+    });
+    let p = w.clone();
+    let surpriser = thread::spawn(move || {
+        assert_eq!(
+            p.pnp_named(PnpMinor::SurpriseRemoval, Some(SAME)),
+            NtStatus::SUCCESS,
+            "surprise removal is never refused over a token"
+        );
+    });
+    join_all(vec![stopper, surpriser]);
+    assert_eq!(w.pnp(PnpMinor::RemoveDevice), NtStatus::SUCCESS);
+    join_all(vec![io_thread, events]);
+    w.unload();
+    w.finish();
+}
+
+#[test]
+fn shuttle_surprise_removal_with_colliding_token() {
+    both_schedulers(surprise_with_colliding_token);
 }

@@ -151,12 +151,12 @@ fn refused_requests_complete_with_the_mapped_status() {
 /// shutdown until it returns, and a client that cannot pause vetoes query stop.
 #[test]
 fn stop_waits_for_a_hardware_operation_and_cannot_pause_vetoes_query_stop() {
-    use pnp_lifecycle::{RequestToken, Tick};
+    use pnp_lifecycle::Tick;
     use pnp_lifecycle_windows::{ManualClock, PortCore, Work};
     let clock = Arc::new(ManualClock::new(Tick(0)));
     let mut core: PortCore<u32, u32> = PortCore::with_clock(Config::DEFAULT, clock);
     core.add_device(DEV).unwrap();
-    core.pnp_feed(DEV, PnpMinor::StartDevice, RequestToken(1), 1);
+    core.pnp_feed(DEV, PnpMinor::StartDevice, 1);
     while let Some(w) = core.fifo.pop_front() {
         if let Work::HardwareStart(d) = w {
             core.start_done(d, StartResult::Started);
@@ -165,17 +165,17 @@ fn stop_waits_for_a_hardware_operation_and_cannot_pause_vetoes_query_stop() {
     let (c, epoch) = core.register(DEV, ClientKind::Trusted, 0).unwrap();
     core.cannot_pause(c).unwrap();
     assert_eq!(
-        core.pnp_feed(DEV, PnpMinor::QueryStopDevice, RequestToken(2), 2),
+        core.pnp_feed(DEV, PnpMinor::QueryStopDevice, 2),
         NtStatus::DEVICE_BUSY
     );
     core.can_pause(c).unwrap();
     core.access_hardware(c, epoch).unwrap();
     assert_eq!(
-        core.pnp_feed(DEV, PnpMinor::QueryStopDevice, RequestToken(3), 3),
+        core.pnp_feed(DEV, PnpMinor::QueryStopDevice, 3),
         NtStatus::PENDING
     );
     assert_eq!(
-        core.pnp_feed(DEV, PnpMinor::StopDevice, RequestToken(4), 4),
+        core.pnp_feed(DEV, PnpMinor::StopDevice, 4),
         NtStatus::PENDING
     );
     let shutdown = |core: &mut PortCore<u32, u32>| {
