@@ -266,6 +266,19 @@ impl Driver {
         })
     }
 
+    /// `IRP_MJ_CREATE`: `client` opened a handle to the device (the core's `Input::Hold`).
+    /// While it is open, `IRP_MN_QUERY_REMOVE_DEVICE` fails with `STATUS_DEVICE_BUSY`.
+    /// One handle per client (a second: `STATUS_INVALID_DEVICE_REQUEST`); after remove
+    /// began: `STATUS_DELETE_PENDING`.
+    pub fn dispatch_create(&self, client: ClientHandle) -> Result<(), NtStatus> {
+        self.with(|c| c.create_handle(client))
+    }
+
+    /// `IRP_MJ_CLOSE`: `client`'s handle is closed (the core's `Input::ReleaseHold`).
+    pub fn dispatch_close(&self, client: ClientHandle) -> Result<(), NtStatus> {
+        self.with(|c| c.close_handle(client))
+    }
+
     /// The subnet manager changed a port's link state.
     pub fn link_changed(
         &self,

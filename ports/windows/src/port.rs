@@ -683,6 +683,20 @@ impl<Cb: Clone, R> PortCore<Cb, R> {
         }
     }
 
+    /// `IRP_MJ_CREATE` for a client: it opened a handle to the device (`Input::Hold`);
+    /// `IRP_MN_QUERY_REMOVE_DEVICE` is vetoed (`STATUS_DEVICE_BUSY`) until
+    /// [`Self::close_handle`]. Takes the remove lock for the call, as a create dispatch
+    /// does (after remove began: `STATUS_DELETE_PENDING`).
+    pub fn create_handle(&mut self, client: ClientHandle) -> Result<(), NtStatus> {
+        self.client_call(Input::Hold { client }).map(drop)
+    }
+
+    /// `IRP_MJ_CLOSE`: the client's handle is closed (`Input::ReleaseHold`). No remove
+    /// lock: closing must work while delete is pending.
+    pub fn close_handle(&mut self, client: ClientHandle) -> Result<(), NtStatus> {
+        self.feed(Input::ReleaseHold { client }).map(drop)
+    }
+
     /// Unregister (no remove lock: detaching must work while delete is pending). The
     /// caller waits until [`Self::client_known`] is false for a blocking unregister.
     pub fn unregister(&mut self, client: ClientHandle) -> Result<Unregistered, NtStatus> {

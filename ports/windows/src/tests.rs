@@ -547,3 +547,49 @@ fn surprise_with_colliding_token(w: Arc<World>) {
 fn shuttle_surprise_removal_with_colliding_token() {
     both_schedulers(surprise_with_colliding_token);
 }
+
+/// Open handles (issue 11): `IRP_MJ_CREATE` / `IRP_MJ_CLOSE` are the core's hold. Query
+/// remove is vetoed while the handle is open, whatever the interleaving with a client
+/// that opens and closes it; once it is closed, query remove succeeds.
+fn query_remove_against_open_handle(w: Arc<World>) {
+    let (c, iface) = w.register(0).expect("register");
+    let client = iface.handle();
+    assert_eq!(w.driver.dispatch_create(client), Ok(()));
+    assert_eq!(w.pnp(PnpMinor::QueryRemoveDevice), NtStatus::DEVICE_BUSY);
+    assert_eq!(w.driver.dispatch_close(client), Ok(()));
+    let open = Arc::new(Mutex::new(false));
+    let (d, o) = (w.driver.clone(), open.clone());
+    let opener = thread::spawn(move || {
+        for _ in 0..2 {
+            if d.dispatch_create(client).is_ok() {
+                *lock(&o) = true;
+                thread::yield_now();
+                *lock(&o) = false;
+                assert_eq!(d.dispatch_close(client), Ok(()));
+            }
+        }
+    });
+    let (p, o) = (w.clone(), open.clone());
+    let querier = thread::spawn(move || {
+        let status = p.pnp(PnpMinor::QueryRemoveDevice);
+        if status == NtStatus::SUCCESS {
+            assert!(!*lock(&o), "query remove succeeded while a handle was open");
+            assert_eq!(p.pnp(PnpMinor::CancelRemoveDevice), NtStatus::SUCCESS);
+        } else {
+            assert_eq!(status, NtStatus::DEVICE_BUSY);
+        }
+    });
+    join_all(vec![opener, querier]);
+    assert_eq!(w.pnp(PnpMinor::QueryRemoveDevice), NtStatus::SUCCESS);
+    let wc = w.clone();
+    let events = thread::spawn(move || wc.run_client(c, iface, false));
+    assert_eq!(w.pnp(PnpMinor::RemoveDevice), NtStatus::SUCCESS);
+    join_all(vec![events]);
+    w.unload();
+    w.finish();
+}
+
+#[test]
+fn shuttle_query_remove_vetoed_while_a_handle_is_open() {
+    both_schedulers(query_remove_against_open_handle);
+}
