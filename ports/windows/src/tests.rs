@@ -47,10 +47,21 @@ impl Hal for TestHal {
     }
     fn reset(&self, _: DeviceId) -> ResetResult {
         record(&self.log, Observation::HardwareReset);
+        if lock(&self.hw).ops_in_progress > 0 {
+            lock(&self.hw)
+                .violations
+                .push("hardware reset while a client hardware op ran".into());
+        }
         thread::yield_now();
         ResetResult::Succeeded
     }
-    fn shutdown(&self, _: DeviceId) {}
+    fn shutdown(&self, _: DeviceId) {
+        let mut hw = lock(&self.hw);
+        if hw.ops_in_progress > 0 {
+            hw.violations
+                .push("hardware shut down (stop) while a client hardware op ran".into());
+        }
+    }
     fn release(&self, _: DeviceId) {
         let mut hw = lock(&self.hw);
         if hw.ops_in_progress > 0 {
@@ -97,15 +108,38 @@ struct World {
 
 impl World {
     fn new(#[cfg(feature = "planted-fault")] fault: crate::Fault) -> Arc<World> {
+        Self::build(
+            None,
+            #[cfg(feature = "planted-fault")]
+            fault,
+        )
+    }
+
+    /// A started world whose inputs carry `clock`'s time.
+    fn with_clock(clock: std::sync::Arc<crate::ManualClock>) -> Arc<World> {
+        Self::build(
+            Some(clock),
+            #[cfg(feature = "planted-fault")]
+            crate::Fault::None,
+        )
+    }
+
+    fn build(
+        clock: Option<std::sync::Arc<crate::ManualClock>>,
+        #[cfg(feature = "planted-fault")] fault: crate::Fault,
+    ) -> Arc<World> {
         let log: Log = Arc::new(Mutex::new(Vec::new()));
         let hal = Arc::new(TestHal {
             log: log.clone(),
             hw: Mutex::new(HwState::default()),
         });
-        #[cfg(feature = "planted-fault")]
-        let driver = Driver::with_fault(Config::DEFAULT, hal.clone(), fault);
-        #[cfg(not(feature = "planted-fault"))]
-        let driver = Driver::new(Config::DEFAULT, hal.clone());
+        let driver = match clock {
+            Some(clock) => Driver::with_clock(Config::DEFAULT, hal.clone(), clock),
+            #[cfg(feature = "planted-fault")]
+            None => Driver::with_fault(Config::DEFAULT, hal.clone(), fault),
+            #[cfg(not(feature = "planted-fault"))]
+            None => Driver::new(Config::DEFAULT, hal.clone()),
+        };
         let world = Arc::new(World {
             driver,
             log,
@@ -592,4 +626,98 @@ fn query_remove_against_open_handle(w: Arc<World>) {
 #[test]
 fn shuttle_query_remove_vetoed_while_a_handle_is_open() {
     both_schedulers(query_remove_against_open_handle);
+}
+
+/// Stop against an operation in flight (issue 11): a client's I/O thread runs hardware
+/// operations while the PnP manager stops the device (query stop, stop) and restarts it.
+/// The stop's shutdown waits for the operation in flight (the core's Stopping state); the
+/// test HAL records a shutdown under a running operation as a violation.
+fn stop_against_operation(w: Arc<World>) {
+    let (c, iface) = w.register(0).expect("register");
+    let io = iface.clone();
+    let io_thread = thread::spawn(move || while io.hardware_op().is_ok() {});
+    let wc = w.clone();
+    let events = thread::spawn(move || wc.run_client(c, iface, false));
+    assert_eq!(w.pnp(PnpMinor::QueryStopDevice), NtStatus::SUCCESS);
+    assert_eq!(w.pnp(PnpMinor::StopDevice), NtStatus::SUCCESS);
+    assert_eq!(w.pnp(PnpMinor::StartDevice), NtStatus::SUCCESS);
+    assert_eq!(w.pnp(PnpMinor::RemoveDevice), NtStatus::SUCCESS);
+    join_all(vec![io_thread, events]);
+    w.unload();
+    w.finish();
+}
+
+#[test]
+fn shuttle_stop_against_operation_in_flight() {
+    both_schedulers(stop_against_operation);
+}
+
+/// Revocation against an operation in flight (issue 11): an untrusted client runs a
+/// hardware operation and never answers RESET; the timer passes its answer deadline (but
+/// not the operation's), the core revokes it and asks the port to fence it. The fence waits
+/// out the running operation, so the hardware reset never runs under it (the test HAL
+/// records a reset under a running operation as a violation).
+fn revocation_against_operation(w: Arc<World>, clock: std::sync::Arc<crate::ManualClock>) {
+    // (told RESET, revoked, its I/O thread left)
+    let seen: Arc<(Mutex<(bool, bool, bool)>, Condvar)> = Arc::default();
+    let (hook_seen, log) = (seen.clone(), w.log.clone());
+    let iface0 = w
+        .driver
+        .register_client(
+            DEV,
+            ClientKind::Untrusted,
+            Arc::new(move |event| {
+                record(&log, Observation::Event { client: 0, event });
+                let mut s = lock(&hook_seen.0);
+                match event {
+                    Event::Reset => s.0 = true,
+                    Event::Revoked => s.1 = true,
+                    _ => {}
+                }
+                hook_seen.1.notify_all();
+            }),
+        )
+        .expect("register untrusted");
+    let (io, io_seen, io_log) = (iface0.clone(), seen.clone(), w.log.clone());
+    let io_thread = thread::spawn(move || {
+        while io.hardware_op().is_ok() {}
+        record(&io_log, Observation::UnregisterCalled { client: 0 });
+        let _ = io.unregister_nowait();
+        lock(&io_seen.0).2 = true;
+        io_seen.1.notify_all();
+    });
+    let requester = spawn_client(&w, 1, true).expect("register trusted");
+    let (d, timer_seen, timer_log) = (w.driver.clone(), seen.clone(), w.log.clone());
+    let timer = thread::spawn(move || {
+        // The answer deadline counts from the RESET: pass it once client 0 was told.
+        let mut s = lock(&timer_seen.0);
+        while !s.0 && !s.2 {
+            s = wait(&timer_seen.1, s);
+        }
+        drop(s);
+        // Client 0 is being revoked: the oracle no longer counts it as a voter (the fence
+        // may cancel its queued Revoked callback, so it may never see one).
+        record(&timer_log, Observation::UnregisterCalled { client: 0 });
+        clock.advance(Config::DEFAULT.untrusted_ack_timeout + 1);
+        let _ = d.timeout();
+        let mut s = lock(&timer_seen.0);
+        while !s.1 && !s.2 {
+            s = wait(&timer_seen.1, s);
+        }
+    });
+    join_all(vec![timer, io_thread]);
+    w.unload();
+    join_all(vec![requester]);
+    w.finish();
+}
+
+#[test]
+fn shuttle_revocation_against_operation_in_flight() {
+    let n = iterations().div_ceil(2).max(1);
+    let run = || {
+        let clock = std::sync::Arc::new(crate::ManualClock::new(pnp_lifecycle::Tick(0)));
+        revocation_against_operation(World::with_clock(clock.clone()), clock)
+    };
+    shuttle::check_random(run, n);
+    shuttle::check_pct(run, n, 3);
 }
