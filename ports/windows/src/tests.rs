@@ -659,7 +659,8 @@ fn shuttle_stop_against_operation_in_flight() {
 /// records a reset under a running operation as a violation).
 fn revocation_against_operation(w: Arc<World>, clock: std::sync::Arc<crate::ManualClock>) {
     // (told RESET, revoked, its I/O thread left)
-    let seen: Arc<(Mutex<(bool, bool, bool)>, Condvar)> = Arc::default();
+    type Seen = Arc<(Mutex<(bool, bool, bool)>, Condvar)>;
+    let seen: Seen = Arc::default();
     let (hook_seen, log) = (seen.clone(), w.log.clone());
     let iface0 = w
         .driver
