@@ -1088,7 +1088,18 @@ impl<const C: usize, const P: usize> Device<C, P> {
     /// Once every voter answered, left or was revoked: end the cycle without a reset if
     /// every voter could recover; otherwise, once no hardware operation is in flight (or
     /// every one is fenced), command the hardware reset.
+    #[inline]
     fn execute_if_quiesced<const Q: usize>(&mut self, cx: &mut Ctx<'_, Q>) {
+        if let Phase::Quiescing { voters, .. } = self.phase {
+            if voters == 0 || (planted!(ResetWithOneVoterLeft) && voters == 1) {
+                self.execute_quiesced(cx);
+            }
+        }
+    }
+
+    /// Every voter answered (see `execute_if_quiesced`): end the cycle or reset.
+    #[inline(never)]
+    fn execute_quiesced<const Q: usize>(&mut self, cx: &mut Ctx<'_, Q>) {
         let Phase::Quiescing {
             since,
             voters,
@@ -1098,10 +1109,6 @@ impl<const C: usize, const P: usize> Device<C, P> {
         else {
             return;
         };
-        let quiesced = voters == 0 || (planted!(ResetWithOneVoterLeft) && voters == 1);
-        if !quiesced {
-            return;
-        }
         if !reset_needed {
             // Rule: every voter can recover: the cycle ends without a reset, same epoch.
             self.set_roles(Role::Idle, false);
