@@ -438,7 +438,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
 
     /// Tell every active client `event`.
     fn notify_active<const Q: usize>(&mut self, cx: &mut Ctx<'_, Q>, event: Event) {
-        for index in 0..C {
+        for index in self.registry.occupied() {
             if self.registry.slot(index).is_some_and(Slot::is_active) {
                 self.notify(cx, index, event);
             }
@@ -447,7 +447,10 @@ impl<const C: usize, const P: usize> Device<C, P> {
 
     /// Set every active client's role (and, after a completed reset, mark it stale).
     fn set_roles(&mut self, role: Role, interface_stale: bool) {
-        for slot in self.registry.slots.iter_mut() {
+        for index in self.registry.occupied() {
+            let Some(slot) = self.registry.slots.get_mut(index) else {
+                continue;
+            };
             if let ClientState::Active { role: r, fresh, .. } = &mut slot.state {
                 *r = role;
                 if interface_stale {
@@ -461,6 +464,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
         if let Some(slot) = self.registry.slot_mut(index) {
             let client = Registry::<C>::handle(cx.device, index, slot);
             slot.free();
+            self.registry.mark(index, false);
             cx.out.push(Output::ClientGone { client });
         }
     }
@@ -879,7 +883,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
 
     /// Every active client is told `Removed` and may only detach from now on.
     fn tell_removed<const Q: usize>(&mut self, cx: &mut Ctx<'_, Q>, surprise: bool) {
-        for index in 0..C {
+        for index in self.registry.occupied() {
             if self.registry.slot(index).is_some_and(Slot::is_active) {
                 if let Some(slot) = self.registry.slot_mut(index) {
                     slot.state = ClientState::Removed;
@@ -931,7 +935,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
         if !self.registry.drained() {
             return;
         }
-        for index in 0..C {
+        for index in self.registry.occupied() {
             if self.registry.slot(index).is_some_and(Slot::occupied) {
                 self.free_slot(cx, index); // revoked clients: force-detached
             }
@@ -1054,9 +1058,19 @@ impl<const C: usize, const P: usize> Device<C, P> {
 
     /// Tell every client `RESET`; with no voter the hardware reset follows at once.
     fn begin_cycle<const Q: usize>(&mut self, cx: &mut Ctx<'_, Q>) {
-        self.set_roles(Role::Voting, false);
-        self.notify_active(cx, Event::Reset);
-        let voters = self.registry.slots.iter().filter(|s| s.is_voting()).count();
+        // One pass: every active client votes and is told `RESET` (as `set_roles` then
+        // `notify_active` would: telling a client reads no role).
+        let mut voters = 0usize;
+        for index in self.registry.occupied() {
+            let Some(slot) = self.registry.slots.get_mut(index) else {
+                continue;
+            };
+            if let ClientState::Active { role, .. } = &mut slot.state {
+                *role = Role::Voting;
+                voters += 1;
+                self.notify(cx, index, Event::Reset);
+            }
+        }
         self.set_phase(
             cx,
             Phase::Quiescing {
@@ -1283,6 +1297,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
             ..Slot::FREE
         };
         let client = Registry::<C>::handle(cx.device, index, slot);
+        self.registry.mark(index, true);
         Ok(Reply::Registered {
             client,
             epoch: self.epoch,
@@ -1554,7 +1569,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
         if self.failure().is_some() {
             return Ok(());
         }
-        for index in 0..C {
+        for index in self.registry.occupied() {
             let bound = self
                 .registry
                 .slot(index)
