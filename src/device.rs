@@ -471,6 +471,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
 
     // ---- device lifecycle ----------------------------------------------------------
 
+    #[inline(never)]
     fn add<const Q: usize>(&mut self, cx: &mut Ctx<'_, Q>) -> Result<(), Error> {
         if cx.unloading {
             return Err(Error::Unloading);
@@ -479,6 +480,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
         Ok(())
     }
 
+    #[inline(never)]
     fn configure_port(&mut self, port: PhysPort, caps: PortCaps) -> Result<(), Error> {
         let slot = self
             .ports
@@ -491,6 +493,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
         Ok(())
     }
 
+    #[inline(never)]
     fn start<const Q: usize>(
         &mut self,
         cx: &mut Ctx<'_, Q>,
@@ -507,6 +510,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
         Ok(())
     }
 
+    #[inline(never)]
     fn start_done<const Q: usize>(
         &mut self,
         cx: &mut Ctx<'_, Q>,
@@ -613,6 +617,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
         Ok(())
     }
 
+    #[inline(never)]
     fn stop<const Q: usize>(
         &mut self,
         cx: &mut Ctx<'_, Q>,
@@ -656,6 +661,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
         }
     }
 
+    #[inline(never)]
     fn query_remove<const Q: usize>(
         &mut self,
         cx: &mut Ctx<'_, Q>,
@@ -682,6 +688,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
         Ok(())
     }
 
+    #[inline(never)]
     fn cancel_remove<const Q: usize>(
         &mut self,
         cx: &mut Ctx<'_, Q>,
@@ -707,6 +714,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
     }
 
     /// An explicit remove (`token` given) or the removal that driver unload implies.
+    #[inline(never)]
     pub(crate) fn remove<const Q: usize>(
         &mut self,
         cx: &mut Ctx<'_, Q>,
@@ -791,6 +799,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
         self.begin_removal(cx, token, teardown, None, false)
     }
 
+    #[inline(never)]
     fn surprise_removal<const Q: usize>(&mut self, cx: &mut Ctx<'_, Q>) -> Result<(), Error> {
         let (resources, in_flight) = match self.phase {
             Phase::Added | Phase::Stopped => (Resources::None, None),
@@ -959,6 +968,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
     // ---- fatal errors -------------------------------------------------------------
 
     /// A catastrophic-error interrupt: a reset request from the driver itself, never lost.
+    #[inline(never)]
     fn fatal_error<const Q: usize>(&mut self, cx: &mut Ctx<'_, Q>) -> Result<FatalAnswer, Error> {
         match self.phase {
             // Rule: served by a cycle as soon as the state allows.
@@ -1179,6 +1189,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
         Ok(())
     }
 
+    #[inline(never)]
     fn reset_done<const Q: usize>(
         &mut self,
         cx: &mut Ctx<'_, Q>,
@@ -1268,6 +1279,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
 
     // ---- clients ---------------------------------------------------------------------
 
+    #[inline(never)]
     fn register<const Q: usize>(
         &mut self,
         cx: &mut Ctx<'_, Q>,
@@ -1304,6 +1316,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
         })
     }
 
+    #[inline(never)]
     fn unregister<const Q: usize>(
         &mut self,
         cx: &mut Ctx<'_, Q>,
@@ -1361,6 +1374,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
         Ok(())
     }
 
+    #[inline(never)]
     fn fence_done<const Q: usize>(
         &mut self,
         cx: &mut Ctx<'_, Q>,
@@ -1391,6 +1405,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
         Ok(self.epoch)
     }
 
+    #[inline(never)]
     fn bind(&mut self, client: ClientHandle, ports: PortSet) -> Result<(), Error> {
         let index = self.registry.active(client)?;
         if ports.is_empty() {
@@ -1420,6 +1435,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
         Ok(())
     }
 
+    #[inline(never)]
     fn set_hold(&mut self, client: ClientHandle, hold: bool) -> Result<(), Error> {
         let index = self.registry.active(client)?;
         if let Some(ClientState::Active { holding, .. }) =
@@ -1434,6 +1450,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
         Ok(())
     }
 
+    #[inline(never)]
     fn set_cannot_pause(&mut self, client: ClientHandle, cannot: bool) -> Result<(), Error> {
         let index = self.registry.active(client)?;
         if let Some(ClientState::Active { cannot_pause, .. }) =
@@ -1448,6 +1465,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
         Ok(())
     }
 
+    #[inline(never)]
     fn access(&mut self, client: ClientHandle, epoch: Epoch, what: Access) -> Result<(), Error> {
         let index = self.registry.active(client)?;
         let Some(ClientState::Active { role, fresh, .. }) =
@@ -1484,6 +1502,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
         Ok(())
     }
 
+    #[inline(never)]
     fn access_done<const Q: usize>(
         &mut self,
         cx: &mut Ctx<'_, Q>,
@@ -1549,6 +1568,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
 
     // ---- links -------------------------------------------------------------------------
 
+    #[inline(never)]
     fn link_changed<const Q: usize>(
         &mut self,
         cx: &mut Ctx<'_, Q>,
