@@ -438,7 +438,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
 
     /// Tell every active client `event`.
     fn notify_active<const Q: usize>(&mut self, cx: &mut Ctx<'_, Q>, event: Event) {
-        for index in 0..C {
+        for index in self.registry.occupied() {
             if self.registry.slot(index).is_some_and(Slot::is_active) {
                 self.notify(cx, index, event);
             }
@@ -447,7 +447,10 @@ impl<const C: usize, const P: usize> Device<C, P> {
 
     /// Set every active client's role (and, after a completed reset, mark it stale).
     fn set_roles(&mut self, role: Role, interface_stale: bool) {
-        for slot in self.registry.slots.iter_mut() {
+        for index in self.registry.occupied() {
+            let Some(slot) = self.registry.slots.get_mut(index) else {
+                continue;
+            };
             if let ClientState::Active { role: r, fresh, .. } = &mut slot.state {
                 *r = role;
                 if interface_stale {
@@ -461,12 +464,14 @@ impl<const C: usize, const P: usize> Device<C, P> {
         if let Some(slot) = self.registry.slot_mut(index) {
             let client = Registry::<C>::handle(cx.device, index, slot);
             slot.free();
+            self.registry.mark(index, false);
             cx.out.push(Output::ClientGone { client });
         }
     }
 
     // ---- device lifecycle ----------------------------------------------------------
 
+    #[inline(never)]
     fn add<const Q: usize>(&mut self, cx: &mut Ctx<'_, Q>) -> Result<(), Error> {
         if cx.unloading {
             return Err(Error::Unloading);
@@ -475,6 +480,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
         Ok(())
     }
 
+    #[inline(never)]
     fn configure_port(&mut self, port: PhysPort, caps: PortCaps) -> Result<(), Error> {
         let slot = self
             .ports
@@ -487,6 +493,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
         Ok(())
     }
 
+    #[inline(never)]
     fn start<const Q: usize>(
         &mut self,
         cx: &mut Ctx<'_, Q>,
@@ -503,6 +510,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
         Ok(())
     }
 
+    #[inline(never)]
     fn start_done<const Q: usize>(
         &mut self,
         cx: &mut Ctx<'_, Q>,
@@ -609,6 +617,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
         Ok(())
     }
 
+    #[inline(never)]
     fn stop<const Q: usize>(
         &mut self,
         cx: &mut Ctx<'_, Q>,
@@ -652,6 +661,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
         }
     }
 
+    #[inline(never)]
     fn query_remove<const Q: usize>(
         &mut self,
         cx: &mut Ctx<'_, Q>,
@@ -678,6 +688,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
         Ok(())
     }
 
+    #[inline(never)]
     fn cancel_remove<const Q: usize>(
         &mut self,
         cx: &mut Ctx<'_, Q>,
@@ -703,6 +714,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
     }
 
     /// An explicit remove (`token` given) or the removal that driver unload implies.
+    #[inline(never)]
     pub(crate) fn remove<const Q: usize>(
         &mut self,
         cx: &mut Ctx<'_, Q>,
@@ -787,6 +799,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
         self.begin_removal(cx, token, teardown, None, false)
     }
 
+    #[inline(never)]
     fn surprise_removal<const Q: usize>(&mut self, cx: &mut Ctx<'_, Q>) -> Result<(), Error> {
         let (resources, in_flight) = match self.phase {
             Phase::Added | Phase::Stopped => (Resources::None, None),
@@ -879,7 +892,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
 
     /// Every active client is told `Removed` and may only detach from now on.
     fn tell_removed<const Q: usize>(&mut self, cx: &mut Ctx<'_, Q>, surprise: bool) {
-        for index in 0..C {
+        for index in self.registry.occupied() {
             if self.registry.slot(index).is_some_and(Slot::is_active) {
                 if let Some(slot) = self.registry.slot_mut(index) {
                     slot.state = ClientState::Removed;
@@ -931,7 +944,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
         if !self.registry.drained() {
             return;
         }
-        for index in 0..C {
+        for index in self.registry.occupied() {
             if self.registry.slot(index).is_some_and(Slot::occupied) {
                 self.free_slot(cx, index); // revoked clients: force-detached
             }
@@ -955,6 +968,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
     // ---- fatal errors -------------------------------------------------------------
 
     /// A catastrophic-error interrupt: a reset request from the driver itself, never lost.
+    #[inline(never)]
     fn fatal_error<const Q: usize>(&mut self, cx: &mut Ctx<'_, Q>) -> Result<FatalAnswer, Error> {
         match self.phase {
             // Rule: served by a cycle as soon as the state allows.
@@ -1054,9 +1068,19 @@ impl<const C: usize, const P: usize> Device<C, P> {
 
     /// Tell every client `RESET`; with no voter the hardware reset follows at once.
     fn begin_cycle<const Q: usize>(&mut self, cx: &mut Ctx<'_, Q>) {
-        self.set_roles(Role::Voting, false);
-        self.notify_active(cx, Event::Reset);
-        let voters = self.registry.slots.iter().filter(|s| s.is_voting()).count();
+        // One pass: every active client votes and is told `RESET` (as `set_roles` then
+        // `notify_active` would: telling a client reads no role).
+        let mut voters = 0usize;
+        for index in self.registry.occupied() {
+            let Some(slot) = self.registry.slots.get_mut(index) else {
+                continue;
+            };
+            if let ClientState::Active { role, .. } = &mut slot.state {
+                *role = Role::Voting;
+                voters += 1;
+                self.notify(cx, index, Event::Reset);
+            }
+        }
         self.set_phase(
             cx,
             Phase::Quiescing {
@@ -1088,7 +1112,18 @@ impl<const C: usize, const P: usize> Device<C, P> {
     /// Once every voter answered, left or was revoked: end the cycle without a reset if
     /// every voter could recover; otherwise, once no hardware operation is in flight (or
     /// every one is fenced), command the hardware reset.
+    #[inline]
     fn execute_if_quiesced<const Q: usize>(&mut self, cx: &mut Ctx<'_, Q>) {
+        if let Phase::Quiescing { voters, .. } = self.phase {
+            if voters == 0 || (planted!(ResetWithOneVoterLeft) && voters == 1) {
+                self.execute_quiesced(cx);
+            }
+        }
+    }
+
+    /// Every voter answered (see `execute_if_quiesced`): end the cycle or reset.
+    #[inline(never)]
+    fn execute_quiesced<const Q: usize>(&mut self, cx: &mut Ctx<'_, Q>) {
         let Phase::Quiescing {
             since,
             voters,
@@ -1098,10 +1133,6 @@ impl<const C: usize, const P: usize> Device<C, P> {
         else {
             return;
         };
-        let quiesced = voters == 0 || (planted!(ResetWithOneVoterLeft) && voters == 1);
-        if !quiesced {
-            return;
-        }
         if !reset_needed {
             // Rule: every voter can recover: the cycle ends without a reset, same epoch.
             self.set_roles(Role::Idle, false);
@@ -1158,6 +1189,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
         Ok(())
     }
 
+    #[inline(never)]
     fn reset_done<const Q: usize>(
         &mut self,
         cx: &mut Ctx<'_, Q>,
@@ -1247,6 +1279,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
 
     // ---- clients ---------------------------------------------------------------------
 
+    #[inline(never)]
     fn register<const Q: usize>(
         &mut self,
         cx: &mut Ctx<'_, Q>,
@@ -1276,12 +1309,14 @@ impl<const C: usize, const P: usize> Device<C, P> {
             ..Slot::FREE
         };
         let client = Registry::<C>::handle(cx.device, index, slot);
+        self.registry.mark(index, true);
         Ok(Reply::Registered {
             client,
             epoch: self.epoch,
         })
     }
 
+    #[inline(never)]
     fn unregister<const Q: usize>(
         &mut self,
         cx: &mut Ctx<'_, Q>,
@@ -1339,6 +1374,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
         Ok(())
     }
 
+    #[inline(never)]
     fn fence_done<const Q: usize>(
         &mut self,
         cx: &mut Ctx<'_, Q>,
@@ -1369,6 +1405,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
         Ok(self.epoch)
     }
 
+    #[inline(never)]
     fn bind(&mut self, client: ClientHandle, ports: PortSet) -> Result<(), Error> {
         let index = self.registry.active(client)?;
         if ports.is_empty() {
@@ -1398,6 +1435,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
         Ok(())
     }
 
+    #[inline(never)]
     fn set_hold(&mut self, client: ClientHandle, hold: bool) -> Result<(), Error> {
         let index = self.registry.active(client)?;
         if let Some(ClientState::Active { holding, .. }) =
@@ -1412,6 +1450,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
         Ok(())
     }
 
+    #[inline(never)]
     fn set_cannot_pause(&mut self, client: ClientHandle, cannot: bool) -> Result<(), Error> {
         let index = self.registry.active(client)?;
         if let Some(ClientState::Active { cannot_pause, .. }) =
@@ -1426,6 +1465,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
         Ok(())
     }
 
+    #[inline(never)]
     fn access(&mut self, client: ClientHandle, epoch: Epoch, what: Access) -> Result<(), Error> {
         let index = self.registry.active(client)?;
         let Some(ClientState::Active { role, fresh, .. }) =
@@ -1462,6 +1502,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
         Ok(())
     }
 
+    #[inline(never)]
     fn access_done<const Q: usize>(
         &mut self,
         cx: &mut Ctx<'_, Q>,
@@ -1527,6 +1568,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
 
     // ---- links -------------------------------------------------------------------------
 
+    #[inline(never)]
     fn link_changed<const Q: usize>(
         &mut self,
         cx: &mut Ctx<'_, Q>,
@@ -1547,7 +1589,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
         if self.failure().is_some() {
             return Ok(());
         }
-        for index in 0..C {
+        for index in self.registry.occupied() {
             let bound = self
                 .registry
                 .slot(index)

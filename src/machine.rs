@@ -270,12 +270,19 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Lifecycle<D
     /// The unload fence: once every device is gone, say so exactly once and take no more
     /// inputs. A device becomes absent only once its registry is drained (no client and no
     /// callback in flight), so absence is the whole condition.
+    #[inline]
     fn finish_unload_if_done(&mut self) {
-        if self.driver == DriverPhase::Unloading
-            && self
-                .devices
-                .iter()
-                .all(|d| d.phase.kind() == PhaseKind::Absent)
+        if self.driver == DriverPhase::Unloading {
+            self.finish_unload_if_all_absent();
+        }
+    }
+
+    #[inline(never)]
+    fn finish_unload_if_all_absent(&mut self) {
+        if self
+            .devices
+            .iter()
+            .all(|d| d.phase.kind() == PhaseKind::Absent)
         {
             self.outputs.push(Output::UnloadMayFinish);
             self.driver = DriverPhase::Unloaded;

@@ -16,16 +16,18 @@
 //!   three entries ([`EVENTS`]), plus the link bits.
 
 use crate::types::{Event, PhysPort, PortSet};
-use heapless::Vec;
 
 /// Ordered events a mailbox holds besides link changes and the last event (see the
 /// module documentation for why three suffice).
 pub(crate) const EVENTS: usize = 3;
 
 /// The events waiting for one client.
+///
+/// The ordered events sit at the front of a fixed array, oldest first, every entry after
+/// them `None`: a value equal mailboxes share, whatever they held before.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) struct Mailbox {
-    events: Vec<Event, EVENTS>,
+    events: [Option<Event>; EVENTS],
     links: PortSet,
     last: Option<Event>,
     /// Events that found no room. The argument above keeps this zero; the tests prove it.
@@ -35,19 +37,22 @@ pub(crate) struct Mailbox {
 impl Mailbox {
     pub(crate) const fn new() -> Self {
         Mailbox {
-            events: Vec::new(),
+            events: [None; EVENTS],
             links: PortSet::EMPTY,
             last: None,
             overflowed: 0,
         }
     }
 
+    #[inline]
     pub(crate) fn is_empty(&self) -> bool {
-        self.events.is_empty() && self.links.is_empty() && self.last.is_none()
+        self.events[0].is_none() && self.links.is_empty() && self.last.is_none()
     }
 
     pub(crate) fn len(&self) -> usize {
-        self.events.len() + self.links.len() as usize + usize::from(self.last.is_some())
+        self.events.iter().filter(|e| e.is_some()).count()
+            + self.links.len() as usize
+            + usize::from(self.last.is_some())
     }
 
     pub(crate) const fn overflowed(&self) -> u8 {
@@ -55,13 +60,14 @@ impl Mailbox {
     }
 
     /// Whether a `RESET` waits here (the client has not been called with it yet).
+    #[inline]
     pub(crate) fn holds_reset(&self) -> bool {
-        self.events.contains(&Event::Reset)
+        self.events[0].is_some() && self.events.contains(&Some(Event::Reset))
     }
 
     /// Forget everything waiting (the client unregistered or was fenced).
     pub(crate) fn clear(&mut self) {
-        self.events.clear();
+        self.events = [None; EVENTS];
         self.links = PortSet::EMPTY;
         self.last = None;
     }
@@ -78,12 +84,12 @@ impl Mailbox {
             }
             Event::LinkChanged { port, .. } => self.links = self.links.with(port),
             Event::DeviceStarted { .. } | Event::DeviceStopped => {
-                self.events.retain(|e| !is_device_news(e));
+                self.drop_device_news();
                 self.push(event);
             }
             // After `DeviceFatal` only a last event follows: waiting link news goes.
             Event::DeviceFatal => {
-                self.events.retain(|e| !is_device_news(e));
+                self.drop_device_news();
                 self.links = PortSet::EMPTY;
                 self.push(event);
             }
@@ -91,18 +97,44 @@ impl Mailbox {
         }
     }
 
+    /// Remove waiting device news, keeping the order of the rest.
+    fn drop_device_news(&mut self) {
+        let mut kept = [None; EVENTS];
+        let mut free = kept.iter_mut();
+        for event in self.events.into_iter().flatten() {
+            if !is_device_news(&event) {
+                if let Some(entry) = free.next() {
+                    *entry = Some(event);
+                }
+            }
+        }
+        self.events = kept;
+    }
+
     fn push(&mut self, event: Event) {
-        if self.events.push(event).is_err() {
-            self.overflowed = self.overflowed.saturating_add(1);
+        match self.events.iter_mut().find(|e| e.is_none()) {
+            Some(entry) => *entry = Some(event),
+            None => self.overflowed = self.overflowed.saturating_add(1),
         }
     }
 
     /// The next event to call the client with: ordered events first, then link changes
     /// (lowest port first, `link_of` giving its state now), then the last event.
+    #[inline]
     pub(crate) fn take(&mut self, link_of: impl Fn(PhysPort) -> Option<Event>) -> Option<Event> {
-        if !self.events.is_empty() {
-            return Some(self.events.remove(0));
+        let [first, second, third] = &mut self.events;
+        if let Some(event) = first.take() {
+            *first = second.take();
+            *second = third.take();
+            return Some(event);
         }
+        if self.links.is_empty() {
+            return self.last.take();
+        }
+        self.take_link(link_of)
+    }
+
+    fn take_link(&mut self, link_of: impl Fn(PhysPort) -> Option<Event>) -> Option<Event> {
         while let Some(port) = self.links.iter().next() {
             self.links = PortSet(self.links.0 & !PortSet::single(port).0);
             if let Some(event) = link_of(port) {

@@ -1,21 +1,49 @@
-//! The fixed-capacity output queue: a `heapless::Deque` plus an overflow count.
+//! The fixed-capacity output queue: a ring of outputs plus an overflow count.
 
 use crate::types::Output;
-use heapless::Deque;
 
 /// Room is checked before an input is accepted, so a push never finds the queue full; if
 /// it ever did, the output would be counted in `overflowed` rather than lost silently (the
 /// tests assert the count stays zero).
-#[derive(Debug, Clone, PartialEq, Eq)]
+///
+/// A ring over a fixed array: `len` outputs from `head`, wrapping. Entries outside that
+/// window are stale; equality, hashing and `Debug` see only the outputs queued, oldest
+/// first.
+#[derive(Clone)]
 pub(crate) struct OutputQueue<const Q: usize> {
-    queue: Deque<Output, Q>,
+    buf: [Output; Q],
+    head: usize,
+    len: usize,
     overflowed: u32,
+}
+
+impl<const Q: usize> PartialEq for OutputQueue<Q> {
+    fn eq(&self, other: &Self) -> bool {
+        self.len == other.len && self.overflowed == other.overflowed && self.iter().eq(other.iter())
+    }
+}
+
+impl<const Q: usize> Eq for OutputQueue<Q> {}
+
+impl<const Q: usize> core::fmt::Debug for OutputQueue<Q> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        struct Queued<'a, const Q: usize>(&'a OutputQueue<Q>);
+        impl<const Q: usize> core::fmt::Debug for Queued<'_, Q> {
+            fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+                f.debug_list().entries(self.0.iter()).finish()
+            }
+        }
+        f.debug_struct("OutputQueue")
+            .field("queue", &Queued(self))
+            .field("overflowed", &self.overflowed)
+            .finish()
+    }
 }
 
 impl<const Q: usize> core::hash::Hash for OutputQueue<Q> {
     fn hash<H: core::hash::Hasher>(&self, state: &mut H) {
-        self.queue.len().hash(state);
-        for output in self.queue.iter() {
+        self.len.hash(state);
+        for output in self.iter() {
             output.hash(state);
         }
         self.overflowed.hash(state);
@@ -25,35 +53,63 @@ impl<const Q: usize> core::hash::Hash for OutputQueue<Q> {
 impl<const Q: usize> OutputQueue<Q> {
     pub(crate) const fn new() -> Self {
         OutputQueue {
-            queue: Deque::new(),
+            buf: [Output::UnloadMayFinish; Q],
+            head: 0,
+            len: 0,
             overflowed: 0,
         }
     }
 
-    pub(crate) fn len(&self) -> usize {
-        self.queue.len()
+    /// The ring index `offset` places after the head.
+    #[inline]
+    fn at(&self, offset: usize) -> usize {
+        let index = self.head + offset;
+        if index >= Q {
+            index - Q
+        } else {
+            index
+        }
     }
 
+    #[inline]
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    #[inline]
     pub(crate) fn free(&self) -> usize {
-        Q - self.queue.len()
+        Q - self.len
     }
 
     pub(crate) const fn overflowed(&self) -> u32 {
         self.overflowed
     }
 
+    #[inline]
     pub(crate) fn push(&mut self, output: Output) {
-        if self.queue.push_back(output).is_err() {
-            self.overflowed = self.overflowed.saturating_add(1);
+        let index = self.at(self.len);
+        match self.buf.get_mut(index) {
+            Some(entry) if self.len < Q => {
+                *entry = output;
+                self.len += 1;
+            }
+            _ => self.overflowed = self.overflowed.saturating_add(1),
         }
     }
 
+    #[inline]
     pub(crate) fn pop(&mut self) -> Option<Output> {
-        self.queue.pop_front()
+        if self.len == 0 {
+            return None;
+        }
+        let output = self.buf.get(self.head).copied();
+        self.head = self.at(1);
+        self.len -= 1;
+        output
     }
 
     pub(crate) fn iter(&self) -> impl Iterator<Item = &Output> {
-        self.queue.iter()
+        (0..self.len).filter_map(move |offset| self.buf.get(self.at(offset)))
     }
 }
 

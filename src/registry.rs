@@ -129,15 +129,51 @@ pub(crate) enum Lookup {
 }
 
 /// The registry of one device.
+///
+/// `end` is one past the highest occupied slot (zero with none), so that every loop over
+/// clients stops after the last registered one instead of walking the capacity (new
+/// clients take the lowest free slot, so `end` follows what is registered). It is a
+/// function of the slots: equal registries have equal `end`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) struct Registry<const C: usize> {
     pub(crate) slots: [Slot; C],
+    end: u16,
 }
 
 impl<const C: usize> Registry<C> {
     pub(crate) const fn new() -> Self {
         Registry {
             slots: [const { Slot::FREE }; C],
+            end: 0,
+        }
+    }
+
+    /// The indices that may hold a client: every occupied slot is below the end.
+    #[inline]
+    pub(crate) fn occupied(&self) -> core::ops::Range<usize> {
+        0..usize::from(self.end).min(C)
+    }
+
+    /// The slots that may hold a client (see [`Self::occupied`]).
+    #[inline]
+    pub(crate) fn occupied_slots(&self) -> core::slice::Iter<'_, Slot> {
+        self.slots.get(self.occupied()).unwrap_or(&[]).iter()
+    }
+
+    /// Record that slot `index` became occupied (`true`) or free (`false`).
+    #[inline]
+    pub(crate) fn mark(&mut self, index: usize, occupied: bool) {
+        let end = usize::from(self.end);
+        if occupied {
+            if index >= end {
+                self.end = u16::try_from(index + 1).unwrap_or(u16::MAX);
+            }
+        } else if index + 1 == end {
+            let mut end = index;
+            while end > 0 && self.slots.get(end - 1).is_some_and(|s| !s.occupied()) {
+                end -= 1;
+            }
+            self.end = u16::try_from(end).unwrap_or(u16::MAX);
         }
     }
 
@@ -196,13 +232,12 @@ impl<const C: usize> Registry<C> {
     }
 
     pub(crate) fn any_holding(&self) -> bool {
-        self.slots
-            .iter()
+        self.occupied_slots()
             .any(|s| matches!(s.state, ClientState::Active { holding: true, .. }))
     }
 
     pub(crate) fn any_cannot_pause(&self) -> bool {
-        self.slots.iter().any(|s| {
+        self.occupied_slots().any(|s| {
             matches!(
                 s.state,
                 ClientState::Active {
@@ -216,13 +251,12 @@ impl<const C: usize> Registry<C> {
     /// Whether any hardware operation is in flight (a fenced one counts until the fence
     /// is reported done: the hardware is touched only after that).
     pub(crate) fn ops_in_flight(&self) -> bool {
-        self.slots.iter().any(|s| s.ops > 0)
+        self.occupied_slots().any(|s| s.ops > 0)
     }
 
     /// Whether every client has detached: only free and revoked slots, nothing in flight.
     pub(crate) fn drained(&self) -> bool {
-        self.slots
-            .iter()
+        self.occupied_slots()
             .all(|s| !s.in_flight() && matches!(s.state, ClientState::Free | ClientState::Revoked))
     }
 }
