@@ -46,8 +46,12 @@ for n in 1 4 8; do
         fail "unload with $n clients did not finish exactly once in both runs"
 done
 # The latching interrupt keeps interrupts masked for the same instructions whatever the
-# number of clients.
-isr=$(sed -n 's/^latency: isr path latch, [0-9]* clients, masked instructions: fatal-error isr \([0-9]*\),.*/\1/p' "$out" | sort -u)
-[ "$(printf '%s\n' "$isr" | grep -c .)" -eq 1 ] || fail "latching interrupt's masked time depends on the clients: $isr"
+# number of clients. The probe reads SysTick at 1.6 ticks an instruction, so a count is
+# exact to +-1 instruction: allow a spread of 2 across 1, 4 and 8 clients (feeding in the
+# interrupt grows by hundreds of instructions a client).
+isr=$(sed -n 's/^latency: isr path latch, [0-9]* clients, masked instructions: fatal-error isr \([0-9]*\),.*/\1/p' "$out" | sort -n)
+[ "$(printf '%s\n' "$isr" | grep -c .)" -eq 3 ] || fail "expected the latching interrupt's masked time for 1, 4 and 8 clients, got: $isr"
+spread=$(( $(printf '%s\n' "$isr" | tail -1) - $(printf '%s\n' "$isr" | head -1) ))
+[ "$spread" -le 2 ] || fail "latching interrupt's masked time depends on the clients: $(echo $isr)"
 grep -qx 'RESULT: PASS' "$out" || fail "no RESULT: PASS line"
 echo "firmware-qemu: 1 passed, 0 failed ($((SECONDS - start)) s including the build)"
