@@ -809,6 +809,19 @@ impl Inner {
             && self.m.phase(dev) == Some(PhaseKind::Running)
     }
 
+    /// The PCI core went from `error_detected` straight to the end (a permanent failure,
+    /// or `remove`) while the reset the core commanded was not yet claimed by a
+    /// `slot_reset`: no `slot_reset` will run it, so report it as not done
+    /// (`ResetDone{Failed}`); the core then tears down without touching the registers.
+    fn abandon_unclaimed_reset(&mut self, d: usize) {
+        if std::mem::take(&mut self.devs[d].reset_cmd) {
+            let _ = self.feed(Input::ResetDone {
+                device: DeviceId(d as u8),
+                result: ResetResult::Failed,
+            });
+        }
+    }
+
     fn slot_reset_poll(&mut self, d: usize) -> Option<PciErsResult> {
         let dev = &mut self.devs[d];
         if dev.failed.is_some() {
@@ -1027,6 +1040,9 @@ impl Driver {
             }) {
                 Ok(_) => {
                     g.devs[d].probed = false;
+                    // Removal ends error recovery: a reset still waiting for its
+                    // `slot_reset` will not run.
+                    g.abandon_unclaimed_reset(d);
                     Ok(t)
                 }
                 Err(e) => {
@@ -1299,6 +1315,8 @@ impl Driver {
                     g.devs[d].surprise = true;
                     g.devs[d].probed = false;
                 }
+                // Straight from `error_detected` to the end: no `slot_reset` follows.
+                g.abandon_unclaimed_reset(d);
                 PciErsResult::Disconnect
             }
             // Served by a cycle now, or by one once a pending start / stop / remove

@@ -539,3 +539,68 @@ fn a_failed_slot_reset_fails_the_device_and_the_error_path_disconnects_until_rem
     oracle::check(&oracle::snapshot(&log), true).unwrap();
     d.audit(true).unwrap();
 }
+
+/// Runs `f` on a thread; fails the test if it does not return within 10 s.
+fn returns_in_time(name: &str, f: impl FnOnce() + Send + 'static) {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        f();
+        let _ = tx.send(());
+    });
+    assert!(
+        rx.recv_timeout(Duration::from_secs(10)).is_ok(),
+        "{name} did not return"
+    );
+}
+
+#[test]
+fn perm_failure_straight_after_error_detected_lets_remove_finish() {
+    let (d, log) = driver();
+    d.register_client(
+        Recorder::new(0, PciErsResult::NeedReset, &log),
+        ClientKind::Trusted,
+    )
+    .unwrap();
+    assert_eq!(
+        d.error_detected(DEV, PciChannelState::Frozen),
+        PciErsResult::NeedReset
+    );
+    // No slot_reset: the PCI core gives up on the device.
+    assert_eq!(
+        d.error_detected(DEV, PciChannelState::PermFailure),
+        PciErsResult::Disconnect
+    );
+    let d2 = d.clone();
+    returns_in_time("remove after perm failure", move || d2.remove(DEV).unwrap());
+    assert!(!oracle::snapshot(&log)
+        .iter()
+        .any(|e| matches!(e, Entry::HwReset { .. })));
+    let d2 = d.clone();
+    returns_in_time("unload", move || d2.unload().unwrap());
+    oracle::check(&oracle::snapshot(&log), true).unwrap();
+}
+
+#[test]
+fn remove_straight_after_error_detected_finishes() {
+    let (d, log) = driver();
+    d.register_client(
+        Recorder::new(0, PciErsResult::NeedReset, &log),
+        ClientKind::Trusted,
+    )
+    .unwrap();
+    assert_eq!(
+        d.error_detected(DEV, PciChannelState::Frozen),
+        PciErsResult::NeedReset
+    );
+    // No slot_reset: the driver is removed while the reset is pending.
+    let d2 = d.clone();
+    returns_in_time("remove after error_detected", move || {
+        d2.remove(DEV).unwrap()
+    });
+    assert!(!oracle::snapshot(&log)
+        .iter()
+        .any(|e| matches!(e, Entry::HwReset { .. })));
+    let d2 = d.clone();
+    returns_in_time("unload", move || d2.unload().unwrap());
+    oracle::check(&oracle::snapshot(&log), true).unwrap();
+}
