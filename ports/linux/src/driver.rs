@@ -153,7 +153,7 @@ pub trait Hardware: Send + Sync {
         let _ = dev;
         StartResult::Started
     }
-    /// Re-initialise after the slot / function reset (in `slot_reset` / `reset_prepare`).
+    /// Re-initialise after the slot / function reset (in `slot_reset` / `reset_done`).
     fn reset(&self, dev: DeviceId) -> ResetResult {
         let _ = dev;
         ResetResult::Succeeded
@@ -1417,19 +1417,23 @@ impl Driver {
         });
     }
 
-    /// `err_handler->reset_prepare` (function reset, FLR): request a cycle and block
-    /// until the clients quiesced and the reset may go ahead. `ENODEV` if it cannot.
-    /// The function reset happens whatever the clients vote: a `CAN_RECOVER` vote acks
-    /// like `NEED_RESET` until [`reset_done`](Self::reset_done).
+    /// `err_handler->reset_prepare` (function reset, FLR): quiesce. Requests a cycle
+    /// (clients are told `RESET` and vote) and blocks until the core commands the reset
+    /// (`Hardware{Reset}`), then returns: the PCI core performs the function reset next
+    /// and calls [`reset_done`](Self::reset_done), which re-initialises. `ENODEV` if it
+    /// cannot reset, `EDEADLK` from a callback. The function reset happens whatever the
+    /// clients vote: a `CAN_RECOVER` vote acks like `NEED_RESET` until `reset_done`.
     pub fn reset_prepare(&self, dev: DeviceId) -> Result<(), LinuxError> {
         let d = dev_index(dev)?;
         self.lock().devs[d].forced = true;
         let r = if self.error_detected(dev, PciChannelState::Normal) != PciErsResult::NeedReset {
             Err(LinuxError::new(Errno::ENODEV))
         } else {
-            match self.slot_reset(dev) {
-                PciErsResult::Recovered => Ok(()),
-                _ => Err(LinuxError::new(Errno::ENODEV)),
+            // `NeedReset` from the poll: the commanded reset is claimed (no re-init yet).
+            match self.wait_until(|g| g.slot_reset_poll(d)) {
+                Ok(PciErsResult::NeedReset) => Ok(()),
+                Ok(_) => Err(LinuxError::new(Errno::ENODEV)),
+                Err(e) => Err(e),
             }
         };
         if r.is_err() {
@@ -1438,9 +1442,28 @@ impl Driver {
         r
     }
 
-    /// `err_handler->reset_done`: the function reset finished (same as `resume`).
+    /// `err_handler->reset_done`: the function reset happened; re-initialise the
+    /// hardware ([`Hardware::reset`], outside the lock) and report it (`ResetDone`), so
+    /// clients get `RESET_END` (`resume`). A failed re-init fails the device. Nothing to
+    /// do without a claimed reset (`reset_prepare` failed).
     pub fn reset_done(&self, dev: DeviceId) {
-        self.resume(dev);
+        let Ok(d) = dev_index(dev) else { return };
+        let claimed = self.with(|g| {
+            g.devs[d].forced = false;
+            g.devs[d].reset_claimed
+        });
+        if !claimed {
+            return;
+        }
+        let result = self.hw.reset(dev);
+        self.with(|g| {
+            if std::mem::take(&mut g.devs[d].reset_claimed) {
+                let _ = g.feed(Input::ResetDone {
+                    device: dev,
+                    result,
+                });
+            }
+        });
     }
 
     // ---- time and unload -----------------------------------------------------------------

@@ -604,3 +604,59 @@ fn remove_straight_after_error_detected_finishes() {
     returns_in_time("unload", move || d2.unload().unwrap());
     oracle::check(&oracle::snapshot(&log), true).unwrap();
 }
+
+/// Hardware that records its calls, in order, next to the test's own markers.
+struct OrderHardware(Arc<Mutex<Vec<&'static str>>>);
+impl Hardware for OrderHardware {
+    fn reset(&self, _dev: DeviceId) -> ResetResult {
+        self.0.lock().unwrap().push("reinit");
+        ResetResult::Succeeded
+    }
+}
+
+/// A client that records its `RESET` / `RESET_END` into the same list.
+struct OrderClient(Arc<Mutex<Vec<&'static str>>>);
+impl IbClient for OrderClient {
+    fn add(&self, _dev: DeviceId) {}
+    fn remove(&self, _dev: DeviceId, _cause: RemoveCause) {}
+    fn error_detected(&self, _dev: DeviceId) -> PciErsResult {
+        self.0.lock().unwrap().push("client RESET");
+        PciErsResult::NeedReset
+    }
+    fn resume(&self, _dev: DeviceId, _epoch: Epoch) {
+        self.0.lock().unwrap().push("client RESET_END");
+    }
+}
+
+#[test]
+fn reset_prepare_quiesces_and_reset_done_reinitialises_after_the_function_reset() {
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let d = Driver::with_clock(
+        CONFIG,
+        Arc::new(OrderHardware(calls.clone())),
+        Arc::new(ManualClock::new(Tick(0))),
+    );
+    d.probe(DEV, &[IB]).unwrap();
+    d.register_client(Arc::new(OrderClient(calls.clone())), ClientKind::Trusted)
+        .unwrap();
+    for _ in 0..2 {
+        d.reset_prepare(DEV).unwrap();
+        calls.lock().unwrap().push("FLR");
+        d.reset_done(DEV);
+    }
+    assert_eq!(
+        *calls.lock().unwrap(),
+        vec![
+            "client RESET",
+            "FLR",
+            "reinit",
+            "client RESET_END",
+            "client RESET",
+            "FLR",
+            "reinit",
+            "client RESET_END",
+        ]
+    );
+    d.unload().unwrap();
+    d.audit(true).unwrap();
+}
