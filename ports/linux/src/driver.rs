@@ -268,6 +268,11 @@ struct Inner {
     jobs: VecDeque<Job>,
     dispatching: bool,
     dispatcher: Option<thread::ThreadId>,
+    /// Bumped when a dispatcher stuck in a fenced callback is abandoned.
+    dispatch_gen: u64,
+    /// Abandoned dispatchers still inside their callback: `remove` does not wait for
+    /// them, `unload` does (the module's code still runs).
+    abandoned: usize,
     next_token: u32,
     issued: Vec<RequestToken>,
     completed: Vec<(RequestToken, Status)>,
@@ -430,11 +435,30 @@ impl Inner {
         while i < self.fence_waiting.len() {
             if self.fence_waiting[i].1 <= now {
                 let (h, _) = self.fence_waiting.remove(i);
+                self.abandon_dispatcher_stuck_in(h);
                 self.fence_overran.push(h);
                 self.fence_done_owed.push_back(h);
             } else {
                 i += 1;
             }
+        }
+    }
+
+    /// The dispatcher hangs in a callback of `handle`, whose fence just overran its
+    /// grace: the context is disassociated, so leave that thread to its callback and let
+    /// another thread dispatch the rest of the FIFO (other clients' callbacks, hardware
+    /// commands) and let `remove` / `unload` finish. The stuck thread, once its callback
+    /// returns, reports nothing for it and stops dispatching (`dispatch_gen` moved on).
+    fn abandon_dispatcher_stuck_in(&mut self, handle: ClientHandle) {
+        if !self.inline || !self.dispatching {
+            return;
+        }
+        if self.taken.as_ref().is_some_and(|(h, _)| *h == handle) {
+            self.taken = None;
+            self.dispatching = false;
+            self.dispatcher = None;
+            self.dispatch_gen += 1;
+            self.abandoned += 1;
         }
     }
 
@@ -896,6 +920,8 @@ impl Driver {
                 jobs: VecDeque::new(),
                 dispatching: false,
                 dispatcher: None,
+                dispatch_gen: 0,
+                abandoned: 0,
                 next_token: 0,
                 issued: Vec::new(),
                 completed: Vec::new(),
@@ -941,12 +967,19 @@ impl Driver {
         }
         g.dispatching = true;
         g.dispatcher = Some(thread::current().id());
+        let gen = g.dispatch_gen;
         while let Some(mut f) = g.take() {
             drop(g);
             f.call(&*self.hw);
             g = self.lock();
             g.finish(f);
             self.wake(&g);
+            if g.dispatch_gen != gen {
+                // Abandoned while stuck in that callback: another thread dispatches now.
+                g.abandoned -= 1;
+                self.wake(&g);
+                return g;
+            }
         }
         g.dispatching = false;
         g.dispatcher = None;
@@ -1526,7 +1559,7 @@ impl Driver {
     /// Whether unload may finish (the core said so and no port job is left).
     pub fn unload_finished(&self) -> bool {
         let g = self.lock();
-        g.unload_finished && g.jobs.is_empty() && !g.dispatching
+        g.unload_finished && g.jobs.is_empty() && !g.dispatching && g.abandoned == 0
     }
 
     /// `module_exit`: remove every device (clients get `remove`), block until the core
@@ -1534,7 +1567,8 @@ impl Driver {
     pub fn unload(&self) -> Result<(), LinuxError> {
         self.begin_unload()?;
         self.wait_until(|g| {
-            (g.unload_finished && g.jobs.is_empty() && !g.dispatching).then_some(())
+            (g.unload_finished && g.jobs.is_empty() && !g.dispatching && g.abandoned == 0)
+                .then_some(())
         })
     }
 
@@ -1558,6 +1592,12 @@ impl Driver {
         g.finish(f);
         g.dispatching = false;
         self.wake(&g);
+    }
+
+    /// How many callbacks and hardware commands wait in the port's FIFO (a debugfs-style
+    /// counter). Bounded: the core hands out at most one event per client at a time.
+    pub fn backlog(&self) -> usize {
+        self.lock().jobs.len()
     }
 
     /// The hardware hooks.

@@ -660,3 +660,85 @@ fn reset_prepare_quiesces_and_reset_done_reinitialises_after_the_function_reset(
     d.unload().unwrap();
     d.audit(true).unwrap();
 }
+
+/// A client whose first IB event callback hangs until the test opens its gate.
+struct StuckClient {
+    entered: Mutex<Option<mpsc::Sender<()>>>,
+    gate: Mutex<Option<mpsc::Receiver<()>>>,
+}
+impl IbClient for StuckClient {
+    fn add(&self, _dev: DeviceId) {}
+    fn remove(&self, _dev: DeviceId, _cause: RemoveCause) {}
+    fn event(&self, _dev: DeviceId, _event: IbEvent) {
+        if let Some(tx) = self.entered.lock().unwrap().take() {
+            let _ = tx.send(());
+            let gate = self.gate.lock().unwrap().take().unwrap();
+            let _ = gate.recv();
+        }
+    }
+}
+
+#[test]
+fn a_stuck_callback_behind_a_link_flood_does_not_hold_up_surprise_removal_and_remove() {
+    let (d, log, clock) = driver_with_clock();
+    let (entered_tx, entered_rx) = mpsc::channel();
+    let (open_tx, open_rx) = mpsc::channel();
+    d.register_client(
+        Arc::new(StuckClient {
+            entered: Mutex::new(Some(entered_tx)),
+            gate: Mutex::new(Some(open_rx)),
+        }),
+        ClientKind::Untrusted,
+    )
+    .unwrap();
+    d.register_client(
+        Recorder::new(1, PciErsResult::NeedReset, &log),
+        ClientKind::Trusted,
+    )
+    .unwrap();
+    let timer = {
+        let (d, clock) = (d.clone(), clock.clone());
+        std::thread::spawn(move || {
+            while let Some(t) = d.wait_tick_needed() {
+                clock.set(t);
+                let _ = d.timeout();
+            }
+        })
+    };
+    // The first link change: this thread becomes the dispatcher and hangs in the callback.
+    let stuck = {
+        let d = d.clone();
+        std::thread::spawn(move || {
+            let _ = d.set_port_state(DEV, PhysPort(0), LinkState::Active);
+        })
+    };
+    entered_rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    // A flood of link changes behind it: the port's FIFO stays bounded.
+    for i in 0..10_000 {
+        let state = if i % 2 == 0 {
+            LinkState::Down
+        } else {
+            LinkState::Active
+        };
+        d.set_port_state(DEV, PhysPort(0), state).unwrap();
+        assert!(
+            d.backlog() <= 4,
+            "backlog {} after {i} changes",
+            d.backlog()
+        );
+    }
+    assert_eq!(
+        d.error_detected(DEV, PciChannelState::PermFailure),
+        PciErsResult::Disconnect
+    );
+    let d2 = d.clone();
+    returns_in_time("remove behind a stuck callback", move || {
+        d2.remove(DEV).unwrap()
+    });
+    open_tx.send(()).unwrap();
+    stuck.join().unwrap();
+    let d2 = d.clone();
+    returns_in_time("unload", move || d2.unload().unwrap());
+    timer.join().unwrap();
+    oracle::check(&oracle::snapshot(&log), true).unwrap();
+}
