@@ -343,8 +343,12 @@ impl<const C: usize, const P: usize> Device<C, P> {
             Input::FenceDone { client } => accepted(self.fence_done(cx, client)),
             Input::AccessDone { client } => accepted(self.access_done(cx, client)),
             Input::CanRecover { client } => accepted(self.answer_reset(cx, client, false)),
-            Input::CannotPause { client } => accepted(self.set_cannot_pause(client, true)),
-            Input::CanPause { client } => accepted(self.set_cannot_pause(client, false)),
+            Input::CannotPause { client } => {
+                accepted(self.set_veto(client, ClientVeto::CannotPause, true))
+            }
+            Input::CanPause { client } => {
+                accepted(self.set_veto(client, ClientVeto::CannotPause, false))
+            }
             Input::AcquireInterface { client } => self.acquire(client).map(Reply::Interface),
             Input::ResetRequest { client } => {
                 self.registry.active(client)?;
@@ -352,8 +356,10 @@ impl<const C: usize, const P: usize> Device<C, P> {
             }
             Input::ResetExecute { client } => accepted(self.answer_reset(cx, client, true)),
             Input::Bind { client, ports } => accepted(self.bind(client, ports)),
-            Input::Hold { client } => accepted(self.set_hold(client, true)),
-            Input::ReleaseHold { client } => accepted(self.set_hold(client, false)),
+            Input::Hold { client } => accepted(self.set_veto(client, ClientVeto::Hold, true)),
+            Input::ReleaseHold { client } => {
+                accepted(self.set_veto(client, ClientVeto::Hold, false))
+            }
             Input::Access {
                 client,
                 epoch,
@@ -1435,31 +1441,30 @@ impl<const C: usize, const P: usize> Device<C, P> {
         Ok(())
     }
 
+    /// Raise or lower one of a client's vetoes: holding the device (vetoes query remove)
+    /// or not being able to pause (vetoes query stop). Setting it twice is the client's
+    /// error, named for the veto.
     #[inline(never)]
-    fn set_hold(&mut self, client: ClientHandle, hold: bool) -> Result<(), Error> {
+    fn set_veto(&mut self, client: ClientHandle, veto: ClientVeto, on: bool) -> Result<(), Error> {
         let index = self.registry.active(client)?;
-        if let Some(ClientState::Active { holding, .. }) =
-            self.registry.slot_mut(index).map(|s| &mut s.state)
+        if let Some(ClientState::Active {
+            holding,
+            cannot_pause,
+            ..
+        }) = self.registry.slot_mut(index).map(|s| &mut s.state)
         {
-            match (*holding, hold) {
-                (true, true) => return Err(Error::AlreadyHolding),
-                (false, false) => return Err(Error::NotHolding),
-                _ => *holding = hold,
-            }
-        }
-        Ok(())
-    }
-
-    #[inline(never)]
-    fn set_cannot_pause(&mut self, client: ClientHandle, cannot: bool) -> Result<(), Error> {
-        let index = self.registry.active(client)?;
-        if let Some(ClientState::Active { cannot_pause, .. }) =
-            self.registry.slot_mut(index).map(|s| &mut s.state)
-        {
-            match (*cannot_pause, cannot) {
-                (true, true) => return Err(Error::AlreadyCannotPause),
-                (false, false) => return Err(Error::NotCannotPause),
-                _ => *cannot_pause = cannot,
+            let (flag, already, not) = match veto {
+                ClientVeto::Hold => (holding, Error::AlreadyHolding, Error::NotHolding),
+                ClientVeto::CannotPause => (
+                    cannot_pause,
+                    Error::AlreadyCannotPause,
+                    Error::NotCannotPause,
+                ),
+            };
+            match (*flag, on) {
+                (true, true) => return Err(already),
+                (false, false) => return Err(not),
+                _ => *flag = on,
             }
         }
         Ok(())
@@ -1732,6 +1737,15 @@ impl<const C: usize, const P: usize> Device<C, P> {
         self.fail(cx, Resources::Held, FailureCause::ClientMissedDeadline);
         self.notify_active(cx, Event::DeviceFatal);
     }
+}
+
+/// A veto a client can raise against a PnP query.
+#[derive(Clone, Copy)]
+enum ClientVeto {
+    /// An open handle: vetoes query remove.
+    Hold,
+    /// Work that cannot pause: vetoes query stop.
+    CannotPause,
 }
 
 /// Whether a slot holds hardware operations no fence has been asked for yet.
