@@ -17,7 +17,10 @@
 //! * [`explore`]: the exhaustive breadth-first explorer (abstract time, device-order
 //!   reduction, parallel layers);
 //! * [`fuzz_bodies`]: the bodies of the fuzz targets;
-//! * [`rng`]: a seeded generator for bounded random runs.
+//! * [`rng`]: a seeded generator for bounded random runs;
+//! * [`observed`]: one oracle over what an OS port's clients observed, and the ports'
+//!   schedule harnesses, recording clients and planted faults ([`windows_port`],
+//!   [`linux_port`], [`firmware_port`]).
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
@@ -26,12 +29,16 @@
 
 pub mod explore;
 pub mod faults;
+pub mod firmware_port;
 pub mod fuzz_bodies;
 pub mod gen;
+pub mod linux_port;
 pub mod model;
+pub mod observed;
 pub mod oracle;
 pub mod rng;
 pub mod sut;
+pub mod windows_port;
 pub mod world;
 
 pub use oracle::{Check, Oracle, Violation};

@@ -1,0 +1,61 @@
+//! # pnp-lifecycle-runtime
+//!
+//! The owner runtime the OS ports of [`pnp_lifecycle`] share: the concurrency of driving
+//! the machine, written once. A port supplies its vocabulary ([`Os`]) and its platform's
+//! primitives ([`Kernel`]); every lifecycle rule stays in the core.
+//!
+//! `no_std` with `alloc` (as in a kernel): the work queue and the tables of OS objects
+//! grow with what the machine ordered. Feature `std` (default) adds [`StdKernel`] and the
+//! clocks; feature `shuttle` adds [`ShuttleKernel`] for deterministic concurrency tests.
+//!
+//! # What it guarantees
+//!
+//! * **One lock around the machine.** Every input is fed under it, stamped with the
+//!   clock's `now` read under the same lock ([`Runtime::with`]); every output is taken off
+//!   the machine before the lock is released.
+//! * **Work outside the lock, in the machine's order.** Callbacks, hardware commands,
+//!   request completions and news are carried out one at a time, in output order, with no
+//!   lock held ([`Work`], [`Os`]). The machine has at most one callback per client in
+//!   flight, and the runtime reports its return (`CallbackDone`) only after it returned.
+//! * **Waits that refuse instead of deadlocking.** A blocking wait ([`Runtime::wait_until`],
+//!   [`Runtime::unload`]) called from inside a callback or a hardware command returns
+//!   [`WouldDeadlock`] and changes nothing.
+//! * **Brackets and fences.** A client's hardware operation is an `Access` bracket closed
+//!   by [`Owner::operation_done`]. When the machine asks for a fence, a queued callback of
+//!   the client is cancelled, a running callback and operations in flight are waited out
+//!   until they return or the fence's grace passes, then `FenceDone` is fed and the port
+//!   hears [`News::Fenced`]. A dispatcher stuck in the callback past the grace is
+//!   abandoned to it and another carries on: a client that never returns delays the others
+//!   by at most its callback deadline plus the grace.
+//! * **Nothing is lost.** Every OS request handed to [`Owner::submit`] is completed
+//!   exactly once, by the machine's completion or with its refusal.
+//!
+//! # Calling order
+//!
+//! [`Runtime::new`] → inputs through [`Runtime::with`] / [`Runtime::feed`] (registration
+//! with [`Owner::register`], OS requests with [`Owner::submit`]) → [`Runtime::timeout`]
+//! when the clock reaches [`Runtime::poll_timeout`] → [`Runtime::unload`].
+//! A cooperative schedule harness drives [`Owner`] directly: [`Owner::take`] a work item,
+//! carry it out, [`Owner::finish`] it.
+
+#![no_std]
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+extern crate alloc;
+#[cfg(feature = "std")]
+extern crate std;
+
+mod owner;
+mod runtime;
+#[cfg(feature = "shuttle")]
+mod shuttle_kernel;
+#[cfg(feature = "std")]
+mod std_kernel;
+
+pub use owner::{Completion, ContextId, Done, News, Os, Owner, Work};
+pub use runtime::{Clock, Dispatch, Kernel, Monitor, Runtime, WouldDeadlock};
+#[cfg(feature = "shuttle")]
+pub use shuttle_kernel::{ShuttleKernel, ShuttleMonitor};
+#[cfg(feature = "std")]
+pub use std_kernel::{ManualClock, MonotonicClock, StdKernel, StdMonitor};

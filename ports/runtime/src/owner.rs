@@ -1,0 +1,575 @@
+//! The owner's non-blocking half: the machine, the OS-side objects it names (client
+//! callbacks, pending requests) and the work it ordered, in the machine's order. Every
+//! method is called with the owner lock held and never blocks; [`crate::Runtime`] adds
+//! the lock and the waits, and a cooperative schedule harness can drive it directly.
+
+use alloc::collections::VecDeque;
+use alloc::vec::Vec;
+
+use pnp_lifecycle::{
+    ClientHandle, ClientKind, Config, CycleOutcome, DeviceId, Epoch, Error, Event, FailureCause,
+    HardwareCommand, Input, Lifecycle, Output, Reply, RequestToken, Status, Tick,
+};
+
+/// Who is running: a thread, or whatever the platform schedules (see
+/// [`crate::Kernel::context`]). Two live contexts never share an id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ContextId(pub u64);
+
+/// What an OS port supplies: the objects its vocabulary hands around and what to do, outside
+/// the owner lock, for each piece of work the machine orders. No lifecycle rule lives here.
+pub trait Os: Send + Sync + 'static {
+    /// What a client registered to be called with (a closure, an `ib_client`).
+    type Callback: Clone + Send + 'static;
+    /// An OS request that completes later (an IRP).
+    type Request: Send + 'static;
+    /// The port's own work, ordered with the machine's (Linux: `ib_client.add`).
+    type Job: Send + 'static;
+
+    /// Call a client's callback with `event`. What it returns is fed before
+    /// `CallbackDone` (a vote, a detach); a refusal of it changes nothing and is dropped.
+    fn call(&self, callback: &Self::Callback, client: ClientHandle, event: Event)
+        -> Option<Input>;
+    /// Command the hardware. `Some(input)` is the completion, fed at once (`StartDone`,
+    /// `ResetDone`); `None` if the OS reports it later or it needs none.
+    fn hardware(&self, device: DeviceId, command: HardwareCommand) -> Option<Input>;
+    /// Complete an OS request.
+    fn complete(&self, request: Self::Request, completion: Completion);
+    /// Run one of the port's own jobs; `Some(input)` is fed after it.
+    fn job(&self, job: Self::Job) -> Option<Input> {
+        let _ = job;
+        None
+    }
+    /// News the port may pass on (failed device, cycle end...). Default: nothing.
+    fn news(&self, news: News) {
+        let _ = news;
+    }
+}
+
+/// How an OS request ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Completion {
+    /// The machine completed it.
+    Done(Status),
+    /// The machine refused it (nothing changed).
+    Refused(Error),
+}
+
+/// Outputs that are news to the OS rather than work, delivered in the machine's order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum News {
+    /// A reset cycle ended.
+    CycleFinished {
+        /// The device.
+        device: DeviceId,
+        /// How.
+        outcome: CycleOutcome,
+    },
+    /// The device failed; only removal leaves that state.
+    DeviceFailed {
+        /// The device.
+        device: DeviceId,
+        /// Why.
+        cause: FailureCause,
+    },
+    /// A device finished removal.
+    DeviceRemoved {
+        /// The device.
+        device: DeviceId,
+    },
+    /// A client's slot is free.
+    ClientGone {
+        /// The client.
+        client: ClientHandle,
+    },
+    /// A client was fenced and `FenceDone` fed: it reaches nothing through the port any
+    /// more. `overran`: its callback or operation was still running when the grace ended.
+    Fenced {
+        /// The client.
+        client: ClientHandle,
+        /// Whether the fence stopped waiting for something still running.
+        overran: bool,
+    },
+    /// Driver unload may finish; the last news.
+    UnloadMayFinish,
+}
+
+/// One piece of work, taken by the dispatcher in the machine's order and done outside the
+/// owner lock.
+pub enum Work<O: Os> {
+    /// Call a client (`None`: a client registered without a callback; only its
+    /// `CallbackDone` is fed).
+    Callback {
+        /// The client.
+        client: ClientHandle,
+        /// What it is told.
+        event: Event,
+        /// What it registered.
+        callback: Option<O::Callback>,
+    },
+    /// Command the hardware.
+    Hardware {
+        /// The device.
+        device: DeviceId,
+        /// The command.
+        command: HardwareCommand,
+    },
+    /// Complete an OS request.
+    Complete {
+        /// The request.
+        request: O::Request,
+        /// How it ended.
+        completion: Completion,
+    },
+    /// Pass news on.
+    News(News),
+    /// The port's own job.
+    Job(O::Job),
+}
+
+impl<O: Os> core::fmt::Debug for Work<O> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Work::Callback { client, event, .. } => write!(f, "Callback({client:?}, {event:?})"),
+            Work::Hardware { device, command } => write!(f, "Hardware({device:?}, {command:?})"),
+            Work::Complete { completion, .. } => write!(f, "Complete({completion:?})"),
+            Work::News(n) => write!(f, "News({n:?})"),
+            Work::Job(_) => f.write_str("Job"),
+        }
+    }
+}
+
+/// What a dispatcher did with a [`Work`] item, handed back with [`Owner::finish`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Done {
+    /// A callback returned; `answer` (a vote, a detach) is fed before `CallbackDone`.
+    Callback {
+        /// The client.
+        client: ClientHandle,
+        /// What it answered.
+        answer: Option<Input>,
+    },
+    /// Anything else; `Some(input)` is its completion.
+    Other(Option<Input>),
+}
+
+/// A fence waiting for what a revoked client still runs.
+#[derive(Debug, Clone, Copy)]
+struct FenceWait {
+    client: ClientHandle,
+    callback_running: bool,
+    operations: u8,
+    deadline: Tick,
+}
+
+/// The owner state behind the lock (see the crate docs for the calling order).
+pub struct Owner<O: Os, const D: usize, const C: usize, const P: usize, const Q: usize> {
+    machine: Lifecycle<D, C, P, Q>,
+    callbacks: Vec<(ClientHandle, O::Callback)>,
+    requests: Vec<(RequestToken, O::Request)>,
+    last_token: u32,
+    work: VecDeque<Work<O>>,
+    /// Callbacks taken and not yet finished, with the context running each.
+    running: Vec<(ClientHandle, ContextId)>,
+    fences: Vec<FenceWait>,
+    fences_done: VecDeque<(ClientHandle, bool)>,
+    fence_grace: u64,
+    /// The context carrying out a work item, if any (one at a time).
+    dispatcher: Option<ContextId>,
+    /// Dispatchers left inside a fenced client's callback that outran its grace.
+    abandoned: Vec<ContextId>,
+    dispatchers_wanted: u32,
+    unload_finished: bool,
+    anomalies: u32,
+}
+
+impl<O: Os, const D: usize, const C: usize, const P: usize, const Q: usize> Owner<O, D, C, P, Q> {
+    /// An owner with no device. A fence waits for a running callback or operation for
+    /// the longer of the config's callback and operation timeouts.
+    pub fn new(config: Config) -> Self {
+        Owner {
+            machine: Lifecycle::new(config),
+            callbacks: Vec::new(),
+            requests: Vec::new(),
+            last_token: 0,
+            work: VecDeque::new(),
+            running: Vec::new(),
+            fences: Vec::new(),
+            fences_done: VecDeque::new(),
+            fence_grace: config.callback_timeout.max(config.operation_timeout),
+            dispatcher: None,
+            abandoned: Vec::new(),
+            dispatchers_wanted: 0,
+            unload_finished: false,
+            anomalies: 0,
+        }
+    }
+
+    /// The machine, to ask (never to feed: use [`Self::feed`]).
+    pub fn machine(&self) -> &Lifecycle<D, C, P, Q> {
+        &self.machine
+    }
+
+    /// How long a fence waits out a running callback or operation.
+    pub fn set_fence_grace(&mut self, ticks: u64) {
+        self.fence_grace = ticks;
+    }
+
+    /// Feed one input at `now` and take every output into the work queue.
+    pub fn feed(&mut self, now: Tick, input: Input) -> Result<Reply, Error> {
+        let reply = self.machine.handle(now, input);
+        self.drain(now);
+        reply
+    }
+
+    /// Register a client whose events go to `callback`.
+    pub fn register(
+        &mut self,
+        now: Tick,
+        device: DeviceId,
+        kind: ClientKind,
+        callback: O::Callback,
+    ) -> Result<(ClientHandle, Epoch), Error> {
+        let registered = self.machine.register(now, device, kind);
+        if let Ok((client, _)) = registered {
+            self.callbacks.push((client, callback));
+        }
+        self.drain(now);
+        registered
+    }
+
+    /// Feed a request that completes later: the token is minted here (never one a
+    /// pending request holds, so OS requests are never confused), and `request` is
+    /// completed through the work queue when the machine completes the token. Refused:
+    /// nothing changed, and `request` is completed with the refusal through the work
+    /// queue (behind what was ordered before it).
+    pub fn submit(
+        &mut self,
+        now: Tick,
+        request: O::Request,
+        input: impl FnOnce(RequestToken) -> Input,
+    ) -> Result<RequestToken, Error> {
+        let token = self.mint_token();
+        self.requests.push((token, request));
+        match self.feed(now, input(token)) {
+            Ok(_) => Ok(token),
+            Err(e) => {
+                if let Some(pos) = self.requests.iter().position(|(t, _)| *t == token) {
+                    let (_, request) = self.requests.swap_remove(pos);
+                    self.work.push_back(Work::Complete {
+                        request,
+                        completion: Completion::Refused(e),
+                    });
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Feed an input that has no token and complete `request` behind every output it
+    /// caused (`IRP_MN_SURPRISE_REMOVAL`).
+    pub fn feed_then_complete(&mut self, now: Tick, input: Input, request: O::Request) {
+        let completion = match self.feed(now, input) {
+            Ok(_) => Completion::Done(Status::Success),
+            Err(e) => Completion::Refused(e),
+        };
+        self.work.push_back(Work::Complete {
+            request,
+            completion,
+        });
+    }
+
+    /// Queue one of the port's own jobs behind the work already ordered.
+    pub fn push_job(&mut self, job: O::Job) {
+        self.work.push_back(Work::Job(job));
+    }
+
+    /// A hardware operation of `client` through the interface of `epoch` begins (the
+    /// machine's grant). It is in flight until [`Self::operation_done`].
+    pub fn operation_begin(
+        &mut self,
+        now: Tick,
+        client: ClientHandle,
+        epoch: Epoch,
+    ) -> Result<(), Error> {
+        self.feed(
+            now,
+            Input::Access {
+                client,
+                epoch,
+                what: pnp_lifecycle::Access::HardwareOp,
+            },
+        )
+        .map(drop)
+    }
+
+    /// A granted hardware operation returned. For a fenced client it only ends the
+    /// fence's wait for it.
+    pub fn operation_done(&mut self, now: Tick, client: ClientHandle) -> Result<(), Error> {
+        if let Some(f) = self.fences.iter_mut().find(|f| f.client == client) {
+            f.operations = f.operations.saturating_sub(1);
+            self.release_fences(now);
+            return Ok(());
+        }
+        self.feed(now, Input::AccessDone { client }).map(drop)
+    }
+
+    /// The timer: end fences whose grace passed, then feed `Timeout`.
+    pub fn timeout(&mut self, now: Tick) -> Result<(), Error> {
+        self.expire_fences(now);
+        self.drain(now);
+        self.feed(now, Input::Timeout).map(drop)
+    }
+
+    /// When [`Self::timeout`] is next due: the machine's deadline or a fence's grace.
+    pub fn poll_timeout(&self) -> Option<Tick> {
+        let fence = self.fences.iter().map(|f| f.deadline).min();
+        match (self.machine.poll_timeout(), fence) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Take the next work item for `context` to carry out outside the lock, unless
+    /// another item is being carried out (one at a time, in order) or `context` was
+    /// abandoned. Hand it back with [`Self::finish`].
+    pub fn take(&mut self, context: ContextId) -> Option<Work<O>> {
+        if self.dispatcher.is_some() || self.abandoned.contains(&context) {
+            return None;
+        }
+        let work = self.work.pop_front()?;
+        if let Work::Callback { client, .. } = &work {
+            self.running.push((*client, context));
+        }
+        self.dispatcher = Some(context);
+        Some(work)
+    }
+
+    /// Whether [`Self::take`] would hand out something now.
+    pub fn work_ready(&self) -> bool {
+        self.dispatcher.is_none() && !self.work.is_empty()
+    }
+
+    /// `context` finished the item it took: feed what it returned. A callback of a
+    /// client whose fence already ended (the grace passed) reports nothing.
+    pub fn finish(&mut self, now: Tick, context: ContextId, done: Done) {
+        let abandoned = match self.abandoned.iter().position(|c| *c == context) {
+            Some(pos) => {
+                self.abandoned.swap_remove(pos);
+                true
+            }
+            None => {
+                if self.dispatcher == Some(context) {
+                    self.dispatcher = None;
+                }
+                false
+            }
+        };
+        if let Some(pos) = self.running.iter().position(|(_, c)| *c == context) {
+            self.running.swap_remove(pos);
+        }
+        if abandoned {
+            return;
+        }
+        let fed = match done {
+            Done::Callback { client, answer } => {
+                if let Some(f) = self.fences.iter_mut().find(|f| f.client == client) {
+                    f.callback_running = false;
+                    self.release_fences(now);
+                    return;
+                }
+                if let Some(answer) = answer {
+                    // A vote or detach the machine no longer wants changes nothing.
+                    let _ = self.feed(now, answer);
+                }
+                self.feed(now, Input::CallbackDone { client })
+            }
+            Done::Other(Some(input)) => self.feed(now, input),
+            Done::Other(None) => return,
+        };
+        if fed.is_err() {
+            self.anomalies += 1;
+        }
+    }
+
+    /// Whether `context` is carrying out a work item (or was abandoned inside one): a
+    /// blocking wait there could wait for itself.
+    pub fn in_dispatch(&self, context: ContextId) -> bool {
+        self.dispatcher == Some(context) || self.abandoned.contains(&context)
+    }
+
+    /// Whether `context` was abandoned inside a stuck callback (until it returns).
+    pub fn is_abandoned(&self, context: ContextId) -> bool {
+        self.abandoned.contains(&context)
+    }
+
+    /// Whether a callback of `client` is being called.
+    pub fn callback_running(&self, client: ClientHandle) -> bool {
+        self.running.iter().any(|(c, _)| *c == client)
+    }
+
+    /// Dispatchers to start: one for each abandoned inside a stuck callback. Reading it
+    /// resets it.
+    pub fn take_dispatchers_wanted(&mut self) -> u32 {
+        core::mem::take(&mut self.dispatchers_wanted)
+    }
+
+    /// Dispatchers abandoned inside a callback that has not returned yet.
+    pub fn abandoned(&self) -> usize {
+        self.abandoned.len()
+    }
+
+    /// Whether the machine emitted `UnloadMayFinish`.
+    pub fn unload_finished(&self) -> bool {
+        self.unload_finished
+    }
+
+    /// Whether unload finished and every work item was carried out.
+    pub fn unload_complete(&self) -> bool {
+        self.unload_finished && self.work.is_empty() && self.dispatcher.is_none()
+    }
+
+    /// Work items waiting.
+    pub fn backlog(&self) -> usize {
+        self.work.len()
+    }
+
+    /// Completions the machine refused (a port that fed something out of turn), and
+    /// outputs naming an OS object the owner never saw. Zero in a correct port.
+    pub fn anomalies(&self) -> u32 {
+        self.anomalies
+    }
+
+    fn mint_token(&mut self) -> RequestToken {
+        loop {
+            self.last_token = self.last_token.wrapping_add(1);
+            let token = RequestToken(self.last_token);
+            if !self.requests.iter().any(|(t, _)| *t == token) {
+                return token;
+            }
+        }
+    }
+
+    fn drain(&mut self, now: Tick) {
+        loop {
+            while let Some(output) = self.machine.poll_output() {
+                self.route(now, output);
+            }
+            let Some((client, overran)) = self.fences_done.pop_front() else {
+                return;
+            };
+            if self.machine.handle(now, Input::FenceDone { client }).is_err() {
+                self.anomalies += 1;
+            }
+            self.work.push_back(Work::News(News::Fenced { client, overran }));
+        }
+    }
+
+    fn route(&mut self, now: Tick, output: Output) {
+        let work = match output {
+            Output::Notify { client, event } => Work::Callback {
+                client,
+                event,
+                callback: self
+                    .callbacks
+                    .iter()
+                    .find(|(c, _)| *c == client)
+                    .map(|(_, cb)| cb.clone()),
+            },
+            Output::Hardware { device, command } => Work::Hardware { device, command },
+            Output::Complete { token, status, .. } => {
+                match self.requests.iter().position(|(t, _)| *t == token) {
+                    Some(pos) => Work::Complete {
+                        request: self.requests.swap_remove(pos).1,
+                        completion: Completion::Done(status),
+                    },
+                    None => {
+                        self.anomalies += 1;
+                        return;
+                    }
+                }
+            }
+            Output::ResetCycleFinished { device, outcome } => {
+                Work::News(News::CycleFinished { device, outcome })
+            }
+            Output::Fence { client } => {
+                self.fence(now, client);
+                return;
+            }
+            Output::ClientGone { client } => {
+                self.callbacks.retain(|(c, _)| *c != client);
+                Work::News(News::ClientGone { client })
+            }
+            Output::DeviceFailed { device, cause } => {
+                Work::News(News::DeviceFailed { device, cause })
+            }
+            Output::DeviceRemoved { device } => Work::News(News::DeviceRemoved { device }),
+            Output::UnloadMayFinish => {
+                self.unload_finished = true;
+                Work::News(News::UnloadMayFinish)
+            }
+        };
+        self.work.push_back(work);
+    }
+
+    /// The machine asked for `client` to be fenced: a callback of it still queued is
+    /// cancelled; a callback being called or operations in flight are waited out until
+    /// they return or the grace passes; then `FenceDone`.
+    fn fence(&mut self, now: Tick, client: ClientHandle) {
+        self.work
+            .retain(|w| !matches!(w, Work::Callback { client: c, .. } if *c == client));
+        let operations = self
+            .machine
+            .client(client)
+            .map_or(0, |v| v.operations_in_flight);
+        let callback_running = self.callback_running(client);
+        if callback_running || operations > 0 {
+            self.fences.push(FenceWait {
+                client,
+                callback_running,
+                operations,
+                deadline: now.after(self.fence_grace),
+            });
+        } else {
+            self.fences_done.push_back((client, false));
+        }
+    }
+
+    fn release_fences(&mut self, now: Tick) {
+        let before = self.fences.len();
+        let done = &mut self.fences_done;
+        self.fences.retain(|f| {
+            let idle = !f.callback_running && f.operations == 0;
+            if idle {
+                done.push_back((f.client, false));
+            }
+            !idle
+        });
+        if self.fences.len() != before {
+            self.drain(now);
+        }
+    }
+
+    /// Fences whose grace passed end now. A dispatcher stuck in the fenced client's
+    /// callback is abandoned to it: another takes over the queue.
+    fn expire_fences(&mut self, now: Tick) {
+        let mut i = 0;
+        while let Some(f) = self.fences.get(i).copied() {
+            if f.deadline > now {
+                i += 1;
+                continue;
+            }
+            self.fences.swap_remove(i);
+            if f.callback_running {
+                if let Some(&(_, context)) = self.running.iter().find(|(c, _)| *c == f.client) {
+                    self.abandoned.push(context);
+                    if self.dispatcher == Some(context) {
+                        self.dispatcher = None;
+                        self.dispatchers_wanted += 1;
+                    }
+                }
+            }
+            self.fences_done.push_back((f.client, true));
+        }
+    }
+}

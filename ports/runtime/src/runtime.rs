@@ -1,0 +1,278 @@
+//! The owner's blocking half: the lock around [`Owner`], the dispatcher that carries work
+//! out of it, waits that refuse instead of deadlocking, and the clock.
+
+use alloc::boxed::Box;
+use alloc::sync::Arc;
+use alloc::vec::Vec;
+
+use pnp_lifecycle::{Config, Error, Input, Reply, Tick};
+
+use crate::owner::{ContextId, Done, Os, Owner, Work};
+
+/// A source of the current time, in the unit of the machine's [`Config`]. Never goes
+/// backwards.
+pub trait Clock: Send + Sync {
+    /// The current time.
+    fn now(&self) -> Tick;
+}
+
+/// A lock with a condition: the platform's mutex and wait queue, as one object.
+pub trait Monitor<T>: Send + Sync {
+    /// A monitor guarding `value`.
+    fn new(value: T) -> Self;
+    /// Run `f` under the lock, then wake every waiter.
+    fn with<R>(&self, f: impl FnOnce(&mut T) -> R) -> R;
+    /// Under the lock, run `f` until it returns `Some`, sleeping between tries until
+    /// woken by a [`Self::with`].
+    fn wait_until<R>(&self, f: impl FnMut(&mut T) -> Option<R>) -> R;
+}
+
+/// The platform's primitives: a monitor, an identity for the running context, and (for
+/// [`Dispatch::Thread`]) threads.
+pub trait Kernel: Send + Sync + 'static {
+    /// The lock-with-condition type.
+    type Monitor<T: Send + 'static>: Monitor<T>;
+    /// A started thread.
+    type Thread: Send + 'static;
+    /// The running context's identity.
+    fn context() -> ContextId;
+    /// Start a thread running `f`.
+    fn spawn(f: Box<dyn FnOnce() + Send + 'static>) -> Self::Thread;
+    /// Wait for a thread to end.
+    fn join(thread: Self::Thread);
+}
+
+/// Who carries work out of the lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dispatch {
+    /// Dedicated dispatcher threads (one at a time; another is started when one is
+    /// abandoned inside a stuck callback).
+    Thread,
+    /// The calling thread, after its own call, while no one else is dispatching (how
+    /// Linux's `ib_core` calls clients). Blocking waits dispatch meanwhile.
+    Inline,
+}
+
+/// A blocking call made where it would wait for itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WouldDeadlock;
+
+impl core::fmt::Display for WouldDeadlock {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str("a blocking call from inside a callback would wait for itself")
+    }
+}
+
+impl core::error::Error for WouldDeadlock {}
+
+/// The owner runtime: [`Owner`] behind the kernel's monitor, its work carried out by a
+/// dispatcher outside the lock, every input stamped with the clock's `now` under the lock.
+pub struct Runtime<O: Os, K: Kernel, const D: usize, const C: usize, const P: usize, const Q: usize>
+{
+    state: K::Monitor<Owner<O, D, C, P, Q>>,
+    threads: K::Monitor<Vec<K::Thread>>,
+    os: O,
+    clock: Arc<dyn Clock>,
+    dispatch: Dispatch,
+}
+
+impl<O: Os, K: Kernel, const D: usize, const C: usize, const P: usize, const Q: usize>
+    Runtime<O, K, D, C, P, Q>
+{
+    /// A runtime over `os` with no device; with [`Dispatch::Thread`] its first dispatcher
+    /// is started.
+    pub fn new(config: Config, os: O, clock: Arc<dyn Clock>, dispatch: Dispatch) -> Arc<Self> {
+        let runtime = Arc::new(Runtime {
+            state: K::Monitor::new(Owner::new(config)),
+            threads: K::Monitor::new(Vec::new()),
+            os,
+            clock,
+            dispatch,
+        });
+        if dispatch == Dispatch::Thread {
+            runtime.spawn_dispatcher();
+        }
+        runtime
+    }
+
+    /// The port's vocabulary object.
+    pub fn os(&self) -> &O {
+        &self.os
+    }
+
+    /// The clock's current time.
+    pub fn now(&self) -> Tick {
+        self.clock.now()
+    }
+
+    /// Run `f` on the owner under the lock with the clock's `now`, then see the work it
+    /// ordered carried out (inline, or by the dispatcher thread).
+    pub fn with<R>(self: &Arc<Self>, f: impl FnOnce(&mut Owner<O, D, C, P, Q>, Tick) -> R) -> R {
+        let (result, wanted) = self.state.with(|owner| {
+            let result = f(owner, self.clock.now());
+            (result, owner.take_dispatchers_wanted())
+        });
+        self.after(wanted);
+        result
+    }
+
+    /// Read the owner under the lock (no input fed).
+    pub fn inspect<R>(&self, f: impl FnOnce(&Owner<O, D, C, P, Q>) -> R) -> R {
+        self.state.with(|owner| f(owner))
+    }
+
+    /// Feed one input at the clock's `now`.
+    pub fn feed(self: &Arc<Self>, input: Input) -> Result<Reply, Error> {
+        self.with(|owner, now| owner.feed(now, input))
+    }
+
+    /// The timer fired: see [`Owner::timeout`].
+    pub fn timeout(self: &Arc<Self>) -> Result<(), Error> {
+        self.with(|owner, now| owner.timeout(now))
+    }
+
+    /// When [`Self::timeout`] is next due.
+    pub fn poll_timeout(&self) -> Option<Tick> {
+        self.inspect(Owner::poll_timeout)
+    }
+
+    /// Whether the caller is carrying out a work item (inside a callback, or a hardware
+    /// command), where a blocking wait could wait for itself.
+    pub fn in_dispatch(&self) -> bool {
+        let me = K::context();
+        self.inspect(|owner| owner.in_dispatch(me))
+    }
+
+    /// Block until `f` returns `Some`, re-checked after every change. Called where it
+    /// could wait for itself (inside a callback or a hardware command) it changes nothing
+    /// and returns [`WouldDeadlock`]. With [`Dispatch::Inline`] the caller carries out
+    /// work while it waits.
+    pub fn wait_until<R>(
+        self: &Arc<Self>,
+        mut f: impl FnMut(&mut Owner<O, D, C, P, Q>, Tick) -> Option<R>,
+    ) -> Result<R, WouldDeadlock> {
+        if self.in_dispatch() {
+            return Err(WouldDeadlock);
+        }
+        match self.dispatch {
+            Dispatch::Thread => Ok(self.state.wait_until(|owner| f(owner, self.clock.now()))),
+            Dispatch::Inline => loop {
+                self.pump();
+                let ready = self.state.wait_until(|owner| {
+                    if let Some(r) = f(owner, self.clock.now()) {
+                        return Some(Some(r));
+                    }
+                    owner.work_ready().then_some(None)
+                });
+                if let Some(r) = ready {
+                    return Ok(r);
+                }
+            },
+        }
+    }
+
+    /// Carry out work on the calling context until none is ready (or someone else is
+    /// carrying it out). Inline dispatch does this after every call.
+    pub fn pump(self: &Arc<Self>) {
+        let me = K::context();
+        while let Some(work) = self.state.with(|owner| owner.take(me)) {
+            let done = self.carry_out(work);
+            let wanted = self.state.with(|owner| {
+                owner.finish(self.clock.now(), me, done);
+                owner.take_dispatchers_wanted()
+            });
+            self.after(wanted);
+        }
+    }
+
+    /// Driver unload: feed `Unload`, then block until the machine emitted
+    /// `UnloadMayFinish`, every work item was carried out and no callback of the module
+    /// is still running (an abandoned dispatcher is still inside the module's code), and
+    /// join the dispatcher threads. The unload waits as a driver writer expects: until
+    /// the last client detached or its detach deadline passed (fed by [`Self::timeout`]).
+    pub fn unload(self: &Arc<Self>) -> Result<Result<(), Error>, WouldDeadlock> {
+        if self.in_dispatch() {
+            return Err(WouldDeadlock);
+        }
+        if let Err(e) = self.feed(Input::Unload) {
+            if e != Error::Unloaded {
+                return Ok(Err(e));
+            }
+        }
+        self.wait_until(|owner, _| (owner.unload_complete() && owner.abandoned() == 0).then_some(()))?;
+        let threads = self.threads.with(core::mem::take);
+        for t in threads {
+            K::join(t);
+        }
+        Ok(Ok(()))
+    }
+
+    fn after(self: &Arc<Self>, wanted: u32) {
+        match self.dispatch {
+            Dispatch::Inline => self.pump(),
+            Dispatch::Thread => {
+                for _ in 0..wanted {
+                    self.spawn_dispatcher();
+                }
+            }
+        }
+    }
+
+    fn spawn_dispatcher(self: &Arc<Self>) {
+        let runtime = Arc::clone(self);
+        let thread = K::spawn(Box::new(move || runtime.dispatcher()));
+        self.threads.with(|t| t.push(thread));
+    }
+
+    /// A dispatcher thread: carry work out until unload completed, or until abandoned
+    /// inside a stuck callback (then it ends once the callback returns).
+    fn dispatcher(self: &Arc<Self>) {
+        let me = K::context();
+        loop {
+            let next = self.state.wait_until(|owner| {
+                if let Some(work) = owner.take(me) {
+                    return Some(Some(work));
+                }
+                owner.unload_complete().then_some(None)
+            });
+            let Some(work) = next else { return };
+            let done = self.carry_out(work);
+            let (wanted, abandoned) = self.state.with(|owner| {
+                let abandoned = owner.is_abandoned(me);
+                owner.finish(self.clock.now(), me, done);
+                (owner.take_dispatchers_wanted(), abandoned)
+            });
+            self.after(wanted);
+            if abandoned {
+                return; // a replacement dispatcher carries the queue on
+            }
+        }
+    }
+
+    /// Do one work item outside the lock.
+    fn carry_out(&self, work: Work<O>) -> Done {
+        match work {
+            Work::Callback {
+                client,
+                event,
+                callback,
+            } => Done::Callback {
+                client,
+                answer: callback.and_then(|cb| self.os.call(&cb, client, event)),
+            },
+            Work::Hardware { device, command } => Done::Other(self.os.hardware(device, command)),
+            Work::Complete {
+                request,
+                completion,
+            } => {
+                self.os.complete(request, completion);
+                Done::Other(None)
+            }
+            Work::News(news) => {
+                self.os.news(news);
+                Done::Other(None)
+            }
+            Work::Job(job) => Done::Other(self.os.job(job)),
+        }
+    }
+}

@@ -1,0 +1,1 @@
+//! The windows port's schedule harness, recording clients and planted faults (tests and fuzzing only).
