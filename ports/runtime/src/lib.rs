@@ -13,10 +13,14 @@
 //! * **One lock around the machine.** Every input is fed under it, stamped with the
 //!   clock's `now` read under the same lock ([`Runtime::with`]); every output is taken off
 //!   the machine before the lock is released.
-//! * **Work outside the lock, in the machine's order.** Callbacks, hardware commands,
-//!   request completions and news are carried out one at a time, in output order, with no
-//!   lock held ([`Work`], [`Os`]). The machine has at most one callback per client in
-//!   flight, and the runtime reports its return (`CallbackDone`) only after it returned.
+//! * **Work outside the lock, in the machine's order, a lane at a time.** Callbacks,
+//!   hardware commands, request completions and news are carried out with no lock held
+//!   ([`Work`], [`Os`]). Each item belongs to a lane (its client; its device, for hardware;
+//!   one line for completions, news and the port's jobs); a lane's items run one at a
+//!   time in output order, and different lanes run side by side. So a client sees its
+//!   events in order, never two callbacks at once (the machine has at most one in flight
+//!   and hears `CallbackDone` only after it returned), and a callback that never returns
+//!   holds up nobody but its own client.
 //! * **Waits that refuse instead of deadlocking.** A blocking wait ([`Runtime::wait_until`],
 //!   [`Runtime::unload`]) called from inside a callback or a hardware command returns
 //!   [`WouldDeadlock`] and changes nothing.
@@ -24,9 +28,8 @@
 //!   by [`Owner::operation_done`]. When the machine asks for a fence, a queued callback of
 //!   the client is cancelled, a running callback and operations in flight are waited out
 //!   until they return or the fence's grace passes, then `FenceDone` is fed and the port
-//!   hears [`News::Fenced`]. A dispatcher stuck in the callback past the grace is
-//!   abandoned to it and another carries on: a client that never returns delays the others
-//!   by at most its callback deadline plus the grace.
+//!   hears [`News::Fenced`]; a callback still running then is abandoned (its return
+//!   reports nothing).
 //! * **Nothing is lost.** Every OS request handed to [`Owner::submit`] is completed
 //!   exactly once, by the machine's completion or with its refusal.
 //!

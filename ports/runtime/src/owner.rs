@@ -28,8 +28,7 @@ pub trait Os: Send + Sync + 'static {
 
     /// Call a client's callback with `event`. What it returns is fed before
     /// `CallbackDone` (a vote, a detach); a refusal of it changes nothing and is dropped.
-    fn call(&self, callback: &Self::Callback, client: ClientHandle, event: Event)
-        -> Option<Input>;
+    fn call(&self, callback: &Self::Callback, client: ClientHandle, event: Event) -> Option<Input>;
     /// Command the hardware. `Some(input)` is the completion, fed at once (`StartDone`,
     /// `ResetDone`); `None` if the OS reports it later or it needs none.
     fn hardware(&self, device: DeviceId, command: HardwareCommand) -> Option<Input>;
@@ -153,6 +152,35 @@ pub enum Done {
     Other(Option<Input>),
 }
 
+/// Work that must not overlap or overtake other work of the same lane: one client's
+/// callbacks, one device's hardware commands, and everything else (completions, news, the
+/// port's jobs) in one line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Lane {
+    Client(ClientHandle),
+    Device(DeviceId),
+    Os,
+}
+
+impl<O: Os> Work<O> {
+    fn lane(&self) -> Lane {
+        match self {
+            Work::Callback { client, .. } => Lane::Client(*client),
+            Work::Hardware { device, .. } => Lane::Device(*device),
+            Work::Complete { .. } | Work::News(_) | Work::Job(_) => Lane::Os,
+        }
+    }
+}
+
+/// A work item being carried out.
+#[derive(Debug, Clone, Copy)]
+struct Running {
+    lane: Lane,
+    context: ContextId,
+    /// Its client's fence outran its grace: what it returns is not reported.
+    abandoned: bool,
+}
+
 /// A fence waiting for what a revoked client still runs.
 #[derive(Debug, Clone, Copy)]
 struct FenceWait {
@@ -169,16 +197,13 @@ pub struct Owner<O: Os, const D: usize, const C: usize, const P: usize, const Q:
     requests: Vec<(RequestToken, O::Request)>,
     last_token: u32,
     work: VecDeque<Work<O>>,
-    /// Callbacks taken and not yet finished, with the context running each.
-    running: Vec<(ClientHandle, ContextId)>,
+    /// Work items being carried out, each by one context.
+    running: Vec<Running>,
     fences: Vec<FenceWait>,
     fences_done: VecDeque<(ClientHandle, bool)>,
     fence_grace: u64,
-    /// The context carrying out a work item, if any (one at a time).
-    dispatcher: Option<ContextId>,
-    /// Dispatchers left inside a fenced client's callback that outran its grace.
-    abandoned: Vec<ContextId>,
-    dispatchers_wanted: u32,
+    /// Dispatcher threads waiting for work (kept by [`crate::Runtime`]).
+    idle_dispatchers: u32,
     unload_finished: bool,
     anomalies: u32,
 }
@@ -197,9 +222,7 @@ impl<O: Os, const D: usize, const C: usize, const P: usize, const Q: usize> Owne
             fences: Vec::new(),
             fences_done: VecDeque::new(),
             fence_grace: config.callback_timeout.max(config.operation_timeout),
-            dispatcher: None,
-            abandoned: Vec::new(),
-            dispatchers_wanted: 0,
+            idle_dispatchers: 0,
             unload_finished: false,
             anomalies: 0,
         }
@@ -330,45 +353,44 @@ impl<O: Os, const D: usize, const C: usize, const P: usize, const Q: usize> Owne
         }
     }
 
-    /// Take the next work item for `context` to carry out outside the lock, unless
-    /// another item is being carried out (one at a time, in order) or `context` was
-    /// abandoned. Hand it back with [`Self::finish`].
+    /// Take the next work item `context` may carry out outside the lock: the first whose
+    /// lane (its client, its device, or the OS line) has nothing running. So items of one
+    /// lane run one at a time in the machine's order, and a callback that never returns
+    /// holds up only its own client. `None` if nothing is ready or `context` is already
+    /// carrying out an item. Hand it back with [`Self::finish`].
     pub fn take(&mut self, context: ContextId) -> Option<Work<O>> {
-        if self.dispatcher.is_some() || self.abandoned.contains(&context) {
+        if self.running.iter().any(|r| r.context == context) {
             return None;
         }
-        let work = self.work.pop_front()?;
-        if let Work::Callback { client, .. } = &work {
-            self.running.push((*client, context));
-        }
-        self.dispatcher = Some(context);
+        let index = self.ready_index()?;
+        let work = self.work.remove(index)?;
+        self.running.push(Running {
+            lane: work.lane(),
+            context,
+            abandoned: false,
+        });
         Some(work)
     }
 
-    /// Whether [`Self::take`] would hand out something now.
-    pub fn work_ready(&self) -> bool {
-        self.dispatcher.is_none() && !self.work.is_empty()
+    fn ready_index(&self) -> Option<usize> {
+        self.work
+            .iter()
+            .position(|w| !self.running.iter().any(|r| r.lane == w.lane()))
     }
 
-    /// `context` finished the item it took: feed what it returned. A callback of a
-    /// client whose fence already ended (the grace passed) reports nothing.
+    /// Whether [`Self::take`] would hand out something now (to a context not busy).
+    pub fn work_ready(&self) -> bool {
+        self.ready_index().is_some()
+    }
+
+    /// `context` finished the item it took: feed what it returned. A callback whose
+    /// client's fence outran its grace reports nothing (the fence already ended it).
     pub fn finish(&mut self, now: Tick, context: ContextId, done: Done) {
-        let abandoned = match self.abandoned.iter().position(|c| *c == context) {
-            Some(pos) => {
-                self.abandoned.swap_remove(pos);
-                true
-            }
-            None => {
-                if self.dispatcher == Some(context) {
-                    self.dispatcher = None;
-                }
-                false
-            }
+        let Some(pos) = self.running.iter().position(|r| r.context == context) else {
+            self.anomalies += 1;
+            return;
         };
-        if let Some(pos) = self.running.iter().position(|(_, c)| *c == context) {
-            self.running.swap_remove(pos);
-        }
-        if abandoned {
+        if self.running.swap_remove(pos).abandoned {
             return;
         }
         let fed = match done {
@@ -392,31 +414,49 @@ impl<O: Os, const D: usize, const C: usize, const P: usize, const Q: usize> Owne
         }
     }
 
-    /// Whether `context` is carrying out a work item (or was abandoned inside one): a
+    /// Whether `context` is carrying out a work item (a callback, a hardware command): a
     /// blocking wait there could wait for itself.
     pub fn in_dispatch(&self, context: ContextId) -> bool {
-        self.dispatcher == Some(context) || self.abandoned.contains(&context)
+        self.running.iter().any(|r| r.context == context)
     }
 
-    /// Whether `context` was abandoned inside a stuck callback (until it returns).
+    /// Whether `context` is inside a callback whose client's fence outran its grace.
     pub fn is_abandoned(&self, context: ContextId) -> bool {
-        self.abandoned.contains(&context)
+        self.running
+            .iter()
+            .any(|r| r.context == context && r.abandoned)
     }
 
     /// Whether a callback of `client` is being called.
     pub fn callback_running(&self, client: ClientHandle) -> bool {
-        self.running.iter().any(|(c, _)| *c == client)
+        self.running
+            .iter()
+            .any(|r| r.lane == Lane::Client(client) && !r.abandoned)
     }
 
-    /// Dispatchers to start: one for each abandoned inside a stuck callback. Reading it
-    /// resets it.
-    pub fn take_dispatchers_wanted(&mut self) -> u32 {
-        core::mem::take(&mut self.dispatchers_wanted)
+    /// A dispatcher thread is about to wait for work.
+    pub fn dispatcher_idle(&mut self) {
+        self.idle_dispatchers += 1;
     }
 
-    /// Dispatchers abandoned inside a callback that has not returned yet.
+    /// A waiting dispatcher thread took work or ended.
+    pub fn dispatcher_busy(&mut self) {
+        self.idle_dispatchers = self.idle_dispatchers.saturating_sub(1);
+    }
+
+    /// Whether ready work has no dispatcher thread waiting for it: start one (counted
+    /// idle at once). At most one thread per lane with work is ever started.
+    pub fn dispatcher_wanted(&mut self) -> bool {
+        let wanted = self.idle_dispatchers == 0 && self.work_ready();
+        if wanted {
+            self.idle_dispatchers += 1;
+        }
+        wanted
+    }
+
+    /// Callbacks still running past their client's fence (their code is still running).
     pub fn abandoned(&self) -> usize {
-        self.abandoned.len()
+        self.running.iter().filter(|r| r.abandoned).count()
     }
 
     /// Whether the machine emitted `UnloadMayFinish`.
@@ -426,7 +466,7 @@ impl<O: Os, const D: usize, const C: usize, const P: usize, const Q: usize> Owne
 
     /// Whether unload finished and every work item was carried out.
     pub fn unload_complete(&self) -> bool {
-        self.unload_finished && self.work.is_empty() && self.dispatcher.is_none()
+        self.unload_finished && self.work.is_empty() && self.running.is_empty()
     }
 
     /// Work items waiting.
@@ -458,10 +498,15 @@ impl<O: Os, const D: usize, const C: usize, const P: usize, const Q: usize> Owne
             let Some((client, overran)) = self.fences_done.pop_front() else {
                 return;
             };
-            if self.machine.handle(now, Input::FenceDone { client }).is_err() {
+            if self
+                .machine
+                .handle(now, Input::FenceDone { client })
+                .is_err()
+            {
                 self.anomalies += 1;
             }
-            self.work.push_back(Work::News(News::Fenced { client, overran }));
+            self.work
+                .push_back(Work::News(News::Fenced { client, overran }));
         }
     }
 
@@ -550,8 +595,8 @@ impl<O: Os, const D: usize, const C: usize, const P: usize, const Q: usize> Owne
         }
     }
 
-    /// Fences whose grace passed end now. A dispatcher stuck in the fenced client's
-    /// callback is abandoned to it: another takes over the queue.
+    /// Fences whose grace passed end now; a callback of the client still running is
+    /// abandoned (its return reports nothing).
     fn expire_fences(&mut self, now: Tick) {
         let mut i = 0;
         while let Some(f) = self.fences.get(i).copied() {
@@ -560,14 +605,12 @@ impl<O: Os, const D: usize, const C: usize, const P: usize, const Q: usize> Owne
                 continue;
             }
             self.fences.swap_remove(i);
-            if f.callback_running {
-                if let Some(&(_, context)) = self.running.iter().find(|(c, _)| *c == f.client) {
-                    self.abandoned.push(context);
-                    if self.dispatcher == Some(context) {
-                        self.dispatcher = None;
-                        self.dispatchers_wanted += 1;
-                    }
-                }
+            if let Some(r) = self
+                .running
+                .iter_mut()
+                .find(|r| r.lane == Lane::Client(f.client))
+            {
+                r.abandoned = true;
             }
             self.fences_done.push_back((f.client, true));
         }

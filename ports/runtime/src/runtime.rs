@@ -45,8 +45,8 @@ pub trait Kernel: Send + Sync + 'static {
 /// Who carries work out of the lock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Dispatch {
-    /// Dedicated dispatcher threads (one at a time; another is started when one is
-    /// abandoned inside a stuck callback).
+    /// Dispatcher threads, started as work needs them: one per lane with work at most, so
+    /// a callback that never returns holds up only its own client.
     Thread,
     /// The calling thread, after its own call, while no one else is dispatching (how
     /// Linux's `ib_core` calls clients). Blocking waits dispatch meanwhile.
@@ -79,20 +79,15 @@ pub struct Runtime<O: Os, K: Kernel, const D: usize, const C: usize, const P: us
 impl<O: Os, K: Kernel, const D: usize, const C: usize, const P: usize, const Q: usize>
     Runtime<O, K, D, C, P, Q>
 {
-    /// A runtime over `os` with no device; with [`Dispatch::Thread`] its first dispatcher
-    /// is started.
+    /// A runtime over `os` with no device.
     pub fn new(config: Config, os: O, clock: Arc<dyn Clock>, dispatch: Dispatch) -> Arc<Self> {
-        let runtime = Arc::new(Runtime {
+        Arc::new(Runtime {
             state: K::Monitor::new(Owner::new(config)),
             threads: K::Monitor::new(Vec::new()),
             os,
             clock,
             dispatch,
-        });
-        if dispatch == Dispatch::Thread {
-            runtime.spawn_dispatcher();
-        }
-        runtime
+        })
     }
 
     /// The port's vocabulary object.
@@ -108,11 +103,8 @@ impl<O: Os, K: Kernel, const D: usize, const C: usize, const P: usize, const Q: 
     /// Run `f` on the owner under the lock with the clock's `now`, then see the work it
     /// ordered carried out (inline, or by the dispatcher thread).
     pub fn with<R>(self: &Arc<Self>, f: impl FnOnce(&mut Owner<O, D, C, P, Q>, Tick) -> R) -> R {
-        let (result, wanted) = self.state.with(|owner| {
-            let result = f(owner, self.clock.now());
-            (result, owner.take_dispatchers_wanted())
-        });
-        self.after(wanted);
+        let result = self.state.with(|owner| f(owner, self.clock.now()));
+        self.after();
         result
     }
 
@@ -177,11 +169,8 @@ impl<O: Os, K: Kernel, const D: usize, const C: usize, const P: usize, const Q: 
         let me = K::context();
         while let Some(work) = self.state.with(|owner| owner.take(me)) {
             let done = self.carry_out(work);
-            let wanted = self.state.with(|owner| {
-                owner.finish(self.clock.now(), me, done);
-                owner.take_dispatchers_wanted()
-            });
-            self.after(wanted);
+            self.state
+                .with(|owner| owner.finish(self.clock.now(), me, done));
         }
     }
 
@@ -199,7 +188,9 @@ impl<O: Os, K: Kernel, const D: usize, const C: usize, const P: usize, const Q: 
                 return Ok(Err(e));
             }
         }
-        self.wait_until(|owner, _| (owner.unload_complete() && owner.abandoned() == 0).then_some(()))?;
+        self.wait_until(|owner, _| {
+            (owner.unload_complete() && owner.abandoned() == 0).then_some(())
+        })?;
         let threads = self.threads.with(core::mem::take);
         for t in threads {
             K::join(t);
@@ -207,45 +198,46 @@ impl<O: Os, K: Kernel, const D: usize, const C: usize, const P: usize, const Q: 
         Ok(Ok(()))
     }
 
-    fn after(self: &Arc<Self>, wanted: u32) {
+    fn after(self: &Arc<Self>) {
         match self.dispatch {
             Dispatch::Inline => self.pump(),
             Dispatch::Thread => {
-                for _ in 0..wanted {
-                    self.spawn_dispatcher();
+                while self.state.with(Owner::dispatcher_wanted) {
+                    let runtime = Arc::clone(self);
+                    let thread = K::spawn(Box::new(move || runtime.dispatcher()));
+                    self.threads.with(|t| t.push(thread));
                 }
             }
         }
     }
 
-    fn spawn_dispatcher(self: &Arc<Self>) {
-        let runtime = Arc::clone(self);
-        let thread = K::spawn(Box::new(move || runtime.dispatcher()));
-        self.threads.with(|t| t.push(thread));
-    }
-
-    /// A dispatcher thread: carry work out until unload completed, or until abandoned
-    /// inside a stuck callback (then it ends once the callback returns).
+    /// A dispatcher thread (started counted idle): carry work out until unload completed.
+    /// Several run when one is held up in a callback, each on a different lane.
     fn dispatcher(self: &Arc<Self>) {
         let me = K::context();
+        let mut idle = true;
         loop {
             let next = self.state.wait_until(|owner| {
+                if !idle {
+                    owner.dispatcher_idle();
+                    idle = true;
+                }
                 if let Some(work) = owner.take(me) {
+                    owner.dispatcher_busy();
+                    idle = false;
                     return Some(Some(work));
                 }
-                owner.unload_complete().then_some(None)
+                if owner.unload_complete() {
+                    owner.dispatcher_busy();
+                    return Some(None);
+                }
+                None
             });
             let Some(work) = next else { return };
             let done = self.carry_out(work);
-            let (wanted, abandoned) = self.state.with(|owner| {
-                let abandoned = owner.is_abandoned(me);
-                owner.finish(self.clock.now(), me, done);
-                (owner.take_dispatchers_wanted(), abandoned)
-            });
-            self.after(wanted);
-            if abandoned {
-                return; // a replacement dispatcher carries the queue on
-            }
+            self.state
+                .with(|owner| owner.finish(self.clock.now(), me, done));
+            self.after();
         }
     }
 

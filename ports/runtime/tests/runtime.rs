@@ -1,0 +1,348 @@
+//! The runtime's own guarantees, with a toy port: order, one callback a client at a time,
+//! waits that refuse inside a callback, fences that cancel, wait and overrun, and a
+//! dispatcher abandoned to a stuck callback while the others go on. The threaded tests run
+//! under shuttle (random and PCT schedules).
+
+use std::sync::{Arc, Mutex, OnceLock};
+
+use pnp_lifecycle::{
+    queue_capacity, ClientHandle, ClientKind, Config, DeviceId, Event, HardwareCommand, Input,
+    PhaseKind, ResetResult, StartResult, Tick,
+};
+use pnp_lifecycle_runtime::{
+    Completion, ContextId, Dispatch, Done, ManualClock, News, Os, Owner, Runtime, ShuttleKernel,
+    Work, WouldDeadlock,
+};
+
+const DEV: DeviceId = DeviceId(0);
+type Cb = Arc<dyn Fn(ClientHandle, Event) -> Option<Input> + Send + Sync>;
+
+/// What the toy port saw, in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Seen {
+    Enter(ClientHandle, Event),
+    Exit(ClientHandle),
+    Hardware(HardwareCommand),
+    Completed(u32, Completion),
+    Fenced(ClientHandle, bool),
+}
+
+#[derive(Default)]
+struct Toy {
+    log: Mutex<Vec<Seen>>,
+}
+
+impl Toy {
+    fn push(&self, s: Seen) {
+        self.log.lock().unwrap().push(s);
+    }
+    fn log(&self) -> Vec<Seen> {
+        self.log.lock().unwrap().clone()
+    }
+}
+
+impl Os for Toy {
+    type Callback = Cb;
+    type Request = u32;
+    type Job = ();
+
+    fn call(&self, cb: &Cb, client: ClientHandle, event: Event) -> Option<Input> {
+        self.push(Seen::Enter(client, event));
+        let answer = cb(client, event);
+        self.push(Seen::Exit(client));
+        answer
+    }
+
+    fn hardware(&self, device: DeviceId, command: HardwareCommand) -> Option<Input> {
+        self.push(Seen::Hardware(command));
+        match command {
+            HardwareCommand::Start => Some(Input::StartDone {
+                device,
+                result: StartResult::Started,
+            }),
+            HardwareCommand::Reset => Some(Input::ResetDone {
+                device,
+                result: ResetResult::Succeeded,
+            }),
+            _ => None,
+        }
+    }
+
+    fn complete(&self, request: u32, completion: Completion) {
+        self.push(Seen::Completed(request, completion));
+    }
+
+    fn news(&self, news: News) {
+        if let News::Fenced { client, overran } = news {
+            self.push(Seen::Fenced(client, overran));
+        }
+    }
+}
+
+type Rt = Runtime<Toy, ShuttleKernel, 1, 4, 1, { queue_capacity(1, 4) }>;
+type Plain = Owner<Toy, 1, 4, 1, { queue_capacity(1, 4) }>;
+
+fn quiet() -> Cb {
+    Arc::new(|_, _| None)
+}
+
+/// A started device, fed through the runtime.
+fn started(rt: &Arc<Rt>) {
+    rt.feed(Input::AddDevice { device: DEV }).unwrap();
+    rt.with(|o, now| o.submit(now, 1, |token| Input::Start { device: DEV, token }))
+        .unwrap();
+    rt.wait_until(|o, _| (o.machine().phase(DEV) == Some(PhaseKind::Running)).then_some(()))
+        .unwrap();
+}
+
+fn no_client_called_twice_at_once(log: &[Seen]) {
+    let mut inside: Vec<ClientHandle> = Vec::new();
+    for s in log {
+        match s {
+            Seen::Enter(c, _) => {
+                assert!(
+                    !inside.contains(c),
+                    "two callbacks of {c:?} at once: {log:?}"
+                );
+                inside.push(*c);
+            }
+            Seen::Exit(c) => inside.retain(|x| x != c),
+            _ => {}
+        }
+    }
+}
+
+#[test]
+fn a_blocking_wait_inside_a_callback_is_refused_and_changes_nothing() {
+    let check = || {
+        let clock = Arc::new(ManualClock::new(Tick(0)));
+        let rt: Arc<Rt> = Runtime::new(Config::DEFAULT, Toy::default(), clock, Dispatch::Thread);
+        started(&rt);
+        let me: Arc<OnceLock<Arc<Rt>>> = Arc::new(OnceLock::new());
+        let refused = Arc::new(Mutex::new(None));
+        let (me2, refused2) = (Arc::clone(&me), Arc::clone(&refused));
+        let cb: Cb = Arc::new(move |client, event| {
+            if event == Event::Reset {
+                let rt = me2.get().unwrap();
+                // A blocking detach from inside the callback would wait for itself.
+                let r = rt.wait_until(|o, _| o.machine().client(client).is_none().then_some(()));
+                *refused2.lock().unwrap() = Some(r);
+                return Some(Input::ResetExecute { client });
+            }
+            None
+        });
+        let client = rt
+            .with(|o, now| o.register(now, DEV, ClientKind::Trusted, cb))
+            .unwrap()
+            .0;
+        me.set(Arc::clone(&rt)).ok();
+        rt.feed(Input::ResetRequest { client }).unwrap();
+        rt.wait_until(|o, _| {
+            (o.machine().epoch(DEV) == Some(pnp_lifecycle::Epoch(1))).then_some(())
+        })
+        .unwrap();
+        assert_eq!(*refused.lock().unwrap(), Some(Err(WouldDeadlock)));
+        rt.feed(Input::Unregister { client }).unwrap();
+        rt.unload().unwrap().unwrap();
+        no_client_called_twice_at_once(&rt.os().log());
+    };
+    shuttle::check_random(check, 1_000);
+    shuttle::check_pct(check, 1_000, 3);
+    println!("a_blocking_wait_inside_a_callback: 2,000 schedules");
+}
+
+#[test]
+fn a_stuck_callback_holds_up_only_its_own_client_and_its_fence_overruns() {
+    let check = || {
+        let clock = Arc::new(ManualClock::new(Tick(0)));
+        let rt: Arc<Rt> = Runtime::new(
+            Config::DEFAULT,
+            Toy::default(),
+            Arc::clone(&clock) as Arc<dyn pnp_lifecycle_runtime::Clock>,
+            Dispatch::Thread,
+        );
+        started(&rt);
+        // The stuck client blocks until released: it never returns on its own.
+        let (release, wait) = shuttle::sync::mpsc::channel::<()>();
+        let wait = Arc::new(Mutex::new(wait));
+        let stuck: Cb = Arc::new(move |_, event| {
+            if event == Event::Reset {
+                let _ = wait.lock().unwrap().recv();
+            }
+            None
+        });
+        let answers: Cb = Arc::new(|client, event| {
+            (event == Event::Reset).then_some(Input::ResetExecute { client })
+        });
+        let a = rt
+            .with(|o, now| o.register(now, DEV, ClientKind::Untrusted, stuck))
+            .unwrap()
+            .0;
+        let b = rt
+            .with(|o, now| o.register(now, DEV, ClientKind::Untrusted, answers))
+            .unwrap()
+            .0;
+        rt.feed(Input::ResetRequest { client: b }).unwrap();
+        // B answers while A's callback hangs: A holds up nobody but itself.
+        rt.wait_until(|o, _| {
+            let entered = o.callback_running(a);
+            let b_done = o.machine().client(b).is_some_and(|v| !v.callback_in_flight);
+            (entered && b_done).then_some(())
+        })
+        .unwrap();
+        // The clock passes every deadline: A's vote, its callback, the fence's grace.
+        let b_got_reset_end = || {
+            rt.os()
+                .log()
+                .iter()
+                .any(|s| matches!(s, Seen::Enter(c, Event::ResetEnd { .. }) if *c == b))
+        };
+        // A misses its vote: revoked; the reset goes on without it (its callback touches
+        // nothing through the port any more) and B is told RESET_END.
+        clock.advance(10_000);
+        rt.timeout().unwrap();
+        rt.wait_until(|o, _| {
+            let b_idle = o.machine().client(b).is_some_and(|v| !v.callback_in_flight);
+            (b_got_reset_end() && b_idle).then_some(())
+        })
+        .unwrap();
+        // A's fence waits out its running callback until the grace passes.
+        assert!(!rt.os().log().iter().any(|s| matches!(s, Seen::Fenced(..))));
+        clock.advance(10_000);
+        rt.timeout().unwrap();
+        rt.wait_until(|_, _| rt.os().log().contains(&Seen::Fenced(a, true)).then_some(()))
+            .unwrap();
+        let log = rt.os().log();
+        assert!(log.contains(&Seen::Fenced(a, true)), "{log:?}");
+        assert!(
+            log.contains(&Seen::Hardware(HardwareCommand::Reset)),
+            "{log:?}"
+        );
+        release.send(()).unwrap();
+        rt.feed(Input::Unregister { client: b }).unwrap();
+        rt.unload().unwrap().unwrap();
+        let log = rt.os().log();
+        no_client_called_twice_at_once(&log);
+        // Nothing reached A after its fence but the RESET it was handed before.
+        let fenced_at = log
+            .iter()
+            .position(|s| *s == Seen::Fenced(a, true))
+            .unwrap();
+        let late: Vec<_> = log[fenced_at..]
+            .iter()
+            .filter(|s| matches!(s, Seen::Enter(c, _) if *c == a))
+            .collect();
+        assert!(
+            late.len() <= 1 && late.iter().all(|s| **s == Seen::Enter(a, Event::Reset)),
+            "{log:?}"
+        );
+    };
+    shuttle::check_random(check, 500);
+    shuttle::check_pct(check, 500, 3);
+    println!("a_stuck_callback_holds_up_only_its_own_client: 1,000 schedules");
+}
+
+/// Carry out every ready work item by hand (a cooperative harness), as context 1.
+fn run_all(o: &mut Plain, toy: &Toy, now: Tick) {
+    let me = ContextId(1);
+    while let Some(work) = o.take(me) {
+        let done = match work {
+            Work::Callback {
+                client,
+                event,
+                callback,
+            } => Done::Callback {
+                client,
+                answer: callback.and_then(|cb| toy.call(&cb, client, event)),
+            },
+            Work::Hardware { device, command } => Done::Other(toy.hardware(device, command)),
+            Work::Complete {
+                request,
+                completion,
+            } => {
+                toy.complete(request, completion);
+                Done::Other(None)
+            }
+            Work::News(n) => {
+                toy.news(n);
+                Done::Other(None)
+            }
+            Work::Job(()) => Done::Other(None),
+        };
+        o.finish(now, me, done);
+    }
+}
+
+#[test]
+fn a_fence_cancels_a_queued_callback_and_waits_for_an_operation() {
+    let toy = Toy::default();
+    let mut o = Plain::new(Config::DEFAULT);
+    let t = Tick(0);
+    o.feed(t, Input::AddDevice { device: DEV }).unwrap();
+    o.submit(t, 1, |token| Input::Start { device: DEV, token })
+        .unwrap();
+    run_all(&mut o, &toy, t);
+    let (a, epoch) = o.register(t, DEV, ClientKind::Untrusted, quiet()).unwrap();
+    let (b, _) = o
+        .register(
+            t,
+            DEV,
+            ClientKind::Untrusted,
+            Arc::new(|c, e| (e == Event::Reset).then_some(Input::ResetExecute { client: c })),
+        )
+        .unwrap();
+    o.operation_begin(t, a, epoch).unwrap();
+    o.feed(t, Input::ResetRequest { client: b }).unwrap();
+    // A's RESET is queued, not taken; A misses every deadline.
+    let late = Tick(100_000);
+    o.timeout(late).unwrap();
+    run_all(&mut o, &toy, late);
+    let log = toy.log();
+    assert!(
+        !log.iter()
+            .any(|s| matches!(s, Seen::Enter(c, Event::Reset) if *c == a)),
+        "the fence cancelled A's queued RESET: {log:?}"
+    );
+    assert!(
+        !log.contains(&Seen::Hardware(HardwareCommand::Reset)),
+        "no reset under A's operation: {log:?}"
+    );
+    assert!(o.poll_timeout().is_some(), "the fence waits with a grace");
+    o.operation_done(late, a).unwrap();
+    run_all(&mut o, &toy, late);
+    let log = toy.log();
+    let fenced = log.iter().position(|s| *s == Seen::Fenced(a, false));
+    let reset = log
+        .iter()
+        .position(|s| *s == Seen::Hardware(HardwareCommand::Reset));
+    assert!(
+        matches!((fenced, reset), (Some(f), Some(r)) if f < r),
+        "{log:?}"
+    );
+    assert_eq!(o.anomalies(), 0);
+}
+
+#[test]
+fn a_refused_request_is_completed_with_the_refusal_and_tokens_never_collide() {
+    let toy = Toy::default();
+    let mut o = Plain::new(Config::DEFAULT);
+    let t = Tick(0);
+    // No device: refused, and the request still completes exactly once.
+    let refused = o.submit(t, 7, |token| Input::Start { device: DEV, token });
+    assert!(refused.is_err(), "{refused:?}");
+    o.feed(t, Input::AddDevice { device: DEV }).unwrap();
+    let t1 = o
+        .submit(t, 8, |token| Input::QueryStop { device: DEV, token })
+        .err();
+    let t2 = o.submit(t, 9, |token| Input::Start { device: DEV, token });
+    run_all(&mut o, &toy, t);
+    let completed: Vec<u32> = toy
+        .log()
+        .iter()
+        .filter_map(|s| match s {
+            Seen::Completed(id, _) => Some(*id),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(completed, [7, 8, 9], "{t1:?} {t2:?}");
+}
