@@ -39,6 +39,13 @@ pub trait Os: Send + Sync + 'static {
         let _ = job;
         None
     }
+    /// The client a job calls, if any (Linux: `ib_client.add`): the job then runs in that
+    /// client's lane, in order with its callbacks and never beside one, and a fence
+    /// cancels it like a queued callback. Default: none (the OS line).
+    fn job_client(job: &Self::Job) -> Option<ClientHandle> {
+        let _ = job;
+        None
+    }
     /// News the port may pass on (failed device, cycle end...). Default: nothing.
     fn news(&self, news: News) {
         let _ = news;
@@ -167,7 +174,8 @@ impl<O: Os> Work<O> {
         match self {
             Work::Callback { client, .. } => Lane::Client(*client),
             Work::Hardware { device, .. } => Lane::Device(*device),
-            Work::Complete { .. } | Work::News(_) | Work::Job(_) => Lane::Os,
+            Work::Job(job) => O::job_client(job).map_or(Lane::Os, Lane::Client),
+            Work::Complete { .. } | Work::News(_) => Lane::Os,
         }
     }
 }
@@ -390,16 +398,20 @@ impl<O: Os, const D: usize, const C: usize, const P: usize, const Q: usize> Owne
             self.anomalies += 1;
             return;
         };
-        if self.running.swap_remove(pos).abandoned {
+        let running = self.running.swap_remove(pos);
+        if running.abandoned {
             return;
+        }
+        if let Lane::Client(client) = running.lane {
+            // A fenced client's callback or job returned: the fence stops waiting for it.
+            if let Some(f) = self.fences.iter_mut().find(|f| f.client == client) {
+                f.callback_running = false;
+                self.release_fences(now);
+                return;
+            }
         }
         let fed = match done {
             Done::Callback { client, answer } => {
-                if let Some(f) = self.fences.iter_mut().find(|f| f.client == client) {
-                    f.callback_running = false;
-                    self.release_fences(now);
-                    return;
-                }
                 if let Some(answer) = answer {
                     // A vote or detach the machine no longer wants changes nothing.
                     let _ = self.feed(now, answer);
@@ -427,11 +439,17 @@ impl<O: Os, const D: usize, const C: usize, const P: usize, const Q: usize> Owne
             .any(|r| r.context == context && r.abandoned)
     }
 
-    /// Whether a callback of `client` is being called.
+    /// Whether a callback (or job) of `client` is being called.
     pub fn callback_running(&self, client: ClientHandle) -> bool {
         self.running
             .iter()
             .any(|r| r.lane == Lane::Client(client) && !r.abandoned)
+    }
+
+    /// Whether any code of `client` still runs: a callback or job, an abandoned one
+    /// included (what `ib_unregister_client` waits for).
+    pub fn client_code_running(&self, client: ClientHandle) -> bool {
+        self.running.iter().any(|r| r.lane == Lane::Client(client))
     }
 
     /// A dispatcher thread is about to wait for work.
@@ -561,8 +579,7 @@ impl<O: Os, const D: usize, const C: usize, const P: usize, const Q: usize> Owne
     /// cancelled; a callback being called or operations in flight are waited out until
     /// they return or the grace passes; then `FenceDone`.
     fn fence(&mut self, now: Tick, client: ClientHandle) {
-        self.work
-            .retain(|w| !matches!(w, Work::Callback { client: c, .. } if *c == client));
+        self.work.retain(|w| w.lane() != Lane::Client(client));
         let operations = self
             .machine
             .client(client)
