@@ -19,9 +19,9 @@ impl Hal for PrintingHal {
         StartResult::Started
     }
     fn reset(&self, device: DeviceId) -> ResetResult {
-        println!("[reset wq] hardware reset of device {} ...", device.0);
+        println!("[hal]      hardware reset of device {} ...", device.0);
         thread::sleep(std::time::Duration::from_millis(20));
-        println!("[reset wq] hardware reset of device {} done", device.0);
+        println!("[hal]      hardware reset of device {} done", device.0);
         ResetResult::Succeeded
     }
     fn shutdown(&self, device: DeviceId) {
@@ -153,9 +153,9 @@ fn main() {
     let status = remove.wait();
     println!("[pnp mgr]  {} completed: {status}", remove.minor.name());
     println!(
-        "[driver]   IRP completions: start {}, remove {}; port anomalies {}",
+        "[driver]   IRP completions: start {}, remove {}; runtime anomalies {}",
         start.completions(),
         remove.completions(),
-        driver.anomalies()
+        driver.runtime().inspect(|o| o.anomalies())
     );
 }

@@ -1,47 +1,53 @@
 //! # pnp-lifecycle-windows
 //!
-//! The Windows (WDM/KMDF-shaped) port of [`pnp_lifecycle`]: it turns Windows vocabulary
-//! into core inputs and carries the core's outputs back out, and owns the concurrency. No
-//! lifecycle rule lives here.
+//! The Windows (WDM/KMDF-shaped) port of [`pnp_lifecycle`]: Windows vocabulary over the
+//! shared owner runtime ([`pnp_lifecycle_runtime`]). The runtime owns the concurrency (one
+//! lock around the machine, work carried out in the machine's order by the notification
+//! thread, waits that refuse instead of deadlocking, fences); the core owns every
+//! lifecycle rule. What is left here is particular to Windows:
 //!
-//! * [`Driver::dispatch_pnp`]: the `IRP_MJ_PNP` dispatch for `IRP_MN_START_DEVICE`,
-//!   `QUERY_REMOVE`, `CANCEL_REMOVE`, `REMOVE`, `SURPRISE_REMOVAL`, `QUERY_STOP`, `STOP`,
-//!   `CANCEL_STOP`. Each [`Irp`] is completed exactly once: at once with the NTSTATUS of a
-//!   core refusal ([`NtStatus::from`]`(Error)`), or when the core completes its token.
-//! * A remove lock per device ([`RemoveLockState`]) with `IoAcquireRemoveLock` /
-//!   `IoReleaseRemoveLockAndWait` semantics: after remove begins, acquire fails with
-//!   `STATUS_DELETE_PENDING`; remove waits for every holder before the core sees it.
-//! * The WinOF mlx4 reset interface ([`MlxInterface`]): `reset_request`, a callback that
-//!   gets RESET ([`pnp_lifecycle::Event::Reset`]) and RESET_END (and Removed, Revoked,
-//!   link events), `reset_execute`, and [`MlxInterface::acquire`] for the fresh interface.
-//! * Threads: the notification thread makes every client callback (never under the port
-//!   lock), completes IRPs and runs start/shutdown/release; the reset worker executes the
-//!   hardware reset and feeds `ResetDone`.
+//! * [`Driver::dispatch_pnp`]: the `IRP_MJ_PNP` dispatch ([`PnpMinor`]). Each [`Irp`] is the
+//!   runtime's request, completed exactly once with the [`NtStatus`] of the core's
+//!   completion or refusal. `IRP_MN_SURPRISE_REMOVAL` is completed behind the outputs it
+//!   caused. The core's token of an IRP is minted by the runtime, so IRPs are never confused.
+//! * The remove lock ([`RemoveLockState`]) brackets every client call and hardware
+//!   operation; `IRP_MN_REMOVE_DEVICE` drains it first (`IoReleaseRemoveLockAndWait`);
+//!   `AddDevice` re-initialises it.
+//! * `IRP_MJ_CREATE` / `IRP_MJ_CLOSE` ([`Driver::dispatch_create`]): the core's hold.
+//! * A failed device: `IoInvalidateDeviceState` ([`Hal::invalidate_device_state`]), and
+//!   `IRP_MN_QUERY_PNP_DEVICE_STATE` answered by asking the core
+//!   ([`Driver::query_pnp_device_state`]).
+//! * The WinOF mlx4 reset interface ([`MlxInterface`]).
 //!
-//! Under the crate's unit tests (or the `shuttle` feature) the locks and threads are
-//! shuttle's; [`race`] (feature `race`) is a cooperative, thread-free schedule harness.
+//! The driver is generic over the platform's primitives (`K:`[`Kernel`], default
+//! [`StdKernel`]; tests use `ShuttleKernel`) and over its [`Os`] vocabulary object (default
+//! [`WindowsOs`]; tests wrap it to record what happened).
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
-mod clock;
 mod driver;
 mod ntstatus;
-pub mod oracle;
-mod port;
-pub mod sync;
+mod os;
 
-#[cfg(feature = "race")]
-pub mod race;
-
-pub use clock::{Clock, ManualClock, MonotonicClock};
-#[cfg(feature = "planted-fault")]
-pub use driver::Fault;
-pub use driver::{Callback, Driver, Hal, Irp, MlxInterface};
+pub use driver::{Driver, MlxInterface, RemoveLockState};
 pub use ntstatus::NtStatus;
-pub use port::{
-    Machine, PnpDeviceState, PnpMinor, PortCore, RemoveLockState, Work, CLIENTS, DEVICES, PORTS,
+pub use os::{
+    feed_irp, Callback, Hal, Irp, PnpDeviceState, PnpMinor, WindowsOs, WindowsVocabulary,
+};
+pub use pnp_lifecycle_runtime::{
+    Clock, Kernel, ManualClock, MonotonicClock, Os, Owner, Runtime, StdKernel, WouldDeadlock,
 };
 
-#[cfg(test)]
-mod tests;
+/// Devices one driver instance can own.
+pub const DEVICES: usize = 2;
+/// Client slots per device.
+pub const CLIENTS: usize = 4;
+/// Physical ports per device.
+pub const PORTS: usize = 2;
+/// The core's output queue capacity for this shape.
+pub const QUEUE: usize = pnp_lifecycle::queue_capacity(DEVICES, CLIENTS);
+/// The runtime's non-blocking owner state for this driver's shape.
+pub type WinOwner<O> = Owner<O, DEVICES, CLIENTS, PORTS, QUEUE>;
+/// The runtime for this driver's shape.
+pub type WinRuntime<O, K> = Runtime<O, K, DEVICES, CLIENTS, PORTS, QUEUE>;

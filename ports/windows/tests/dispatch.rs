@@ -22,7 +22,7 @@ impl Hal for Hw {
 }
 
 fn irp(driver: &Driver, minor: PnpMinor, token: u32) -> (Arc<Irp>, NtStatus) {
-    let irp = Irp::new(DEV, minor, token);
+    let irp: Arc<Irp> = Irp::new(DEV, minor, token);
     driver.dispatch_pnp(&irp);
     let status = irp.wait();
     assert_eq!(irp.completions(), 1);
@@ -90,14 +90,14 @@ fn query_remove_is_vetoed_during_a_reset_and_a_stale_interface_is_refused() {
     // revoke it, so a client that never unregisters keeps `unload` blocked.
     fresh.unregister().unwrap();
     d.unload().unwrap();
-    assert_eq!(d.anomalies(), 0);
+    assert_eq!(d.runtime().inspect(|o| o.anomalies()), 0);
 }
 
 #[test]
 fn remove_completes_after_clients_detach_and_the_remove_lock_refuses_new_calls() {
     let d = started();
     let (iface, events) = client(&d);
-    let remove = Irp::new(DEV, PnpMinor::RemoveDevice, 2);
+    let remove: Arc<Irp> = Irp::new(DEV, PnpMinor::RemoveDevice, 2);
     assert_eq!(d.dispatch_pnp(&remove), NtStatus::PENDING);
     wait_for(&events, |e| e.contains(&Event::Removed { surprise: false }));
     assert_eq!(
@@ -147,56 +147,69 @@ fn refused_requests_complete_with_the_mapped_status() {
     );
 }
 
-/// The port's core without threads: a granted hardware operation holds off the stop's
-/// shutdown until it returns, and a client that cannot pause vetoes query stop.
+/// A client that cannot pause vetoes query stop; a hardware operation in flight holds the
+/// stop's shutdown off until it returned (the core's Stopping phase).
 #[test]
 fn stop_waits_for_a_hardware_operation_and_cannot_pause_vetoes_query_stop() {
-    use pnp_lifecycle::Tick;
-    use pnp_lifecycle_windows::{ManualClock, PortCore, Work};
-    let clock = Arc::new(ManualClock::new(Tick(0)));
-    let mut core: PortCore<u32, u32> = PortCore::with_clock(Config::DEFAULT, clock);
-    core.add_device(DEV).unwrap();
-    core.pnp_feed(DEV, PnpMinor::StartDevice, 1);
-    while let Some(w) = core.fifo.pop_front() {
-        if let Work::HardwareStart(d) = w {
-            core.start_done(d, StartResult::Started);
-        }
+    use std::sync::atomic::{AtomicBool, Ordering};
+    struct SlowOp {
+        in_op: AtomicBool,
+        shut_under_op: AtomicBool,
     }
-    let (c, epoch) = core.register(DEV, ClientKind::Trusted, 0).unwrap();
-    core.cannot_pause(c).unwrap();
-    assert_eq!(
-        core.pnp_feed(DEV, PnpMinor::QueryStopDevice, 2),
-        NtStatus::DEVICE_BUSY
-    );
-    core.can_pause(c).unwrap();
-    core.access_hardware(c, epoch).unwrap();
-    assert_eq!(
-        core.pnp_feed(DEV, PnpMinor::QueryStopDevice, 3),
-        NtStatus::PENDING
-    );
-    assert_eq!(
-        core.pnp_feed(DEV, PnpMinor::StopDevice, 4),
-        NtStatus::PENDING
-    );
-    let shutdown = |core: &mut PortCore<u32, u32>| {
-        let mut seen = false;
-        while let Some(w) = core.fifo.pop_front() {
-            match w {
-                Work::HardwareShutdown(_) => seen = true,
-                Work::Callback { client, .. } => core.callback_done(client),
-                _ => {}
+    impl Hal for SlowOp {
+        fn start(&self, _: DeviceId) -> StartResult {
+            StartResult::Started
+        }
+        fn reset(&self, _: DeviceId) -> ResetResult {
+            ResetResult::Succeeded
+        }
+        fn shutdown(&self, _: DeviceId) {
+            if self.in_op.load(Ordering::SeqCst) {
+                self.shut_under_op.store(true, Ordering::SeqCst);
             }
         }
-        seen
-    };
-    assert!(!shutdown(&mut core), "no shutdown under the operation");
-    core.access_done(c);
-    assert!(shutdown(&mut core), "the stop goes ahead once it returned");
-    assert_eq!(core.anomalies(), 0);
+        fn release(&self, _: DeviceId) {}
+        fn client_op(&self, _: DeviceId, _: ClientHandle) {
+            self.in_op.store(true, Ordering::SeqCst);
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            self.in_op.store(false, Ordering::SeqCst);
+        }
+    }
+    let hal = Arc::new(SlowOp {
+        in_op: AtomicBool::new(false),
+        shut_under_op: AtomicBool::new(false),
+    });
+    let d = Driver::new(Config::DEFAULT, hal.clone());
+    d.add_device(DEV).unwrap();
+    assert_eq!(irp(&d, PnpMinor::StartDevice, 1).1, NtStatus::SUCCESS);
+    let (iface, _events) = client(&d);
+    iface.cannot_pause().unwrap();
+    assert_eq!(
+        irp(&d, PnpMinor::QueryStopDevice, 2).1,
+        NtStatus::DEVICE_BUSY
+    );
+    iface.can_pause().unwrap();
+    let io = iface.clone();
+    let op = std::thread::spawn(move || io.hardware_op());
+    while !hal.in_op.load(Ordering::SeqCst) {
+        std::thread::yield_now();
+    }
+    assert_eq!(irp(&d, PnpMinor::QueryStopDevice, 3).1, NtStatus::SUCCESS);
+    assert_eq!(irp(&d, PnpMinor::StopDevice, 4).1, NtStatus::SUCCESS);
+    assert_eq!(op.join().unwrap(), Ok(()));
+    assert!(
+        !hal.shut_under_op.load(Ordering::SeqCst),
+        "shut down under the operation"
+    );
+    iface.unregister().unwrap();
+    d.unload().unwrap();
 }
 
 /// A HAL whose hardware reset never brings the device back.
-struct ResetFails;
+#[derive(Default)]
+struct ResetFails {
+    invalidations: std::sync::atomic::AtomicU32,
+}
 impl Hal for ResetFails {
     fn start(&self, _: DeviceId) -> StartResult {
         StartResult::Started
@@ -207,6 +220,10 @@ impl Hal for ResetFails {
     fn shutdown(&self, _: DeviceId) {}
     fn release(&self, _: DeviceId) {}
     fn client_op(&self, _: DeviceId, _: ClientHandle) {}
+    fn invalidate_device_state(&self, _: DeviceId) {
+        self.invalidations
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 /// A failed hardware reset: the core's `DeviceFailed` becomes `IoInvalidateDeviceState`,
@@ -216,40 +233,47 @@ impl Hal for ResetFails {
 fn a_failed_reset_reports_pnp_device_failed_until_remove() {
     use pnp_lifecycle::FailureCause;
     use pnp_lifecycle_windows::PnpDeviceState;
-    let d = Driver::new(Config::DEFAULT, Arc::new(ResetFails));
+    let hal = Arc::new(ResetFails::default());
+    let d = Driver::new(Config::DEFAULT, hal.clone());
     d.add_device(DEV).unwrap();
     assert_eq!(irp(&d, PnpMinor::StartDevice, 1).1, NtStatus::SUCCESS);
-    assert_eq!(d.pnp_device_state(DEV), Ok(PnpDeviceState::NONE));
-    assert_eq!(d.failure(DEV), None);
+    assert_eq!(d.query_pnp_device_state(DEV), Ok(PnpDeviceState::NONE));
     let (iface, events) = client(&d);
     iface.reset_request().unwrap();
     wait_for(&events, |e| e.contains(&Event::Reset));
     iface.reset_execute().unwrap();
     wait_for(&events, |e| e.contains(&Event::DeviceFatal));
-    let state = d.pnp_device_state(DEV).unwrap();
+    let state = d.query_pnp_device_state(DEV).unwrap();
     assert!(
         state.failed(),
         "PNP_DEVICE_FAILED after a failed reset: {state:?}"
     );
     assert_eq!(state, PnpDeviceState::FAILED);
-    assert_eq!(d.failure(DEV), Some(FailureCause::ResetFailed));
-    assert_eq!(d.inspect(|c| c.invalidations()), 1);
-    // The PnP manager answers PNP_DEVICE_FAILED with remove.
-    let remove = Irp::new(DEV, PnpMinor::RemoveDevice, 2);
-    d.dispatch_pnp(&remove);
-    wait_for(&events, |e| e.contains(&Event::Removed { surprise: false }));
+    assert_eq!(
+        d.runtime().inspect(|o| o.machine().failure(DEV)),
+        Some(FailureCause::ResetFailed)
+    );
+    assert_eq!(
+        hal.invalidations.load(std::sync::atomic::Ordering::SeqCst),
+        1
+    );
+    // The PnP manager answers PNP_DEVICE_FAILED with remove; the core still holds the
+    // device failed while a query remove is pending.
+    assert_eq!(irp(&d, PnpMinor::QueryRemoveDevice, 2).1, NtStatus::SUCCESS);
     assert!(
-        d.pnp_device_state(DEV).unwrap().failed(),
+        d.query_pnp_device_state(DEV).unwrap().failed(),
         "still failed while remove is pending"
     );
+    let remove: Arc<Irp> = Irp::new(DEV, PnpMinor::RemoveDevice, 3);
+    d.dispatch_pnp(&remove);
+    wait_for(&events, |e| e.contains(&Event::Removed { surprise: false }));
     iface.unregister().unwrap();
     assert_eq!(remove.wait(), NtStatus::SUCCESS);
-    assert_eq!(d.pnp_device_state(DEV), Ok(PnpDeviceState::NONE));
-    assert_eq!(d.failure(DEV), None);
+    assert_eq!(d.query_pnp_device_state(DEV), Ok(PnpDeviceState::NONE));
     assert_eq!(
-        d.pnp_device_state(DeviceId(7)),
+        d.query_pnp_device_state(DeviceId(7)),
         Err(NtStatus::NO_SUCH_DEVICE)
     );
     d.unload().unwrap();
-    assert_eq!(d.anomalies(), 0);
+    assert_eq!(d.runtime().inspect(|o| o.anomalies()), 0);
 }

@@ -1,6 +1,11 @@
-//! The deterministic schedule harness: every schedule passes, and many differ.
+//! The cooperative schedule harness (`pnp_lifecycle_testkit::windows_port::race::run`, the
+//! fuzz target's body): fixed and pseudo-random schedules all pass, and they reach the
+//! interleavings that matter (a hardware reset, an operation, remove before and after
+//! unload).
 
-use pnp_lifecycle_windows::race::run;
+use pnp_lifecycle::HardwareCommand;
+use pnp_lifecycle_testkit::observed::Obs;
+use pnp_lifecycle_testkit::windows_port::race::{observe, run};
 
 #[test]
 fn empty_and_fixed_schedules_pass() {
@@ -11,8 +16,9 @@ fn empty_and_fixed_schedules_pass() {
 }
 
 #[test]
-fn pseudo_random_schedules_pass() {
+fn pseudo_random_schedules_pass_and_differ() {
     let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    let (mut resets, mut ops, mut refused, mut logs) = (0, 0, 0, Vec::new());
     for i in 0..3000 {
         let len = (i % 97) + 1;
         let schedule: Vec<u8> = (0..len)
@@ -23,8 +29,31 @@ fn pseudo_random_schedules_pass() {
                 x as u8
             })
             .collect();
-        if let Err(e) = run(&schedule) {
+        let (result, log) = observe(&schedule);
+        if let Err(e) = result {
             panic!("schedule {schedule:?}: {e}");
         }
+        let has = |f: &dyn Fn(&Obs) -> bool| log.iter().any(f);
+        resets += usize::from(has(&|o| {
+            matches!(
+                o,
+                Obs::Hardware {
+                    command: HardwareCommand::Reset,
+                    ..
+                }
+            )
+        }));
+        ops += usize::from(has(&|o| matches!(o, Obs::OperationBegin { .. })));
+        refused += usize::from(has(&|o| {
+            matches!(o, Obs::RequestCompleted { success: false, .. })
+        }));
+        if !logs.contains(&log) {
+            logs.push(log);
+        }
     }
+    println!(
+        "race harness: 3000 schedules, {} distinct runs, {resets} with a hardware reset, {ops} with an operation, {refused} with a refused IRP",
+        logs.len()
+    );
+    assert!(resets > 0 && ops > 0 && refused > 0 && logs.len() > 100);
 }

@@ -1,0 +1,262 @@
+//! The Windows vocabulary the runtime carries out: IRPs as its requests, client callbacks,
+//! the hardware, and the PnP dispatch's non-blocking half ([`feed_irp`]).
+
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use pnp_lifecycle::{
+    ClientHandle, DeviceId, Event, HardwareCommand, Input, RequestToken, ResetResult, StartResult,
+    Tick,
+};
+use pnp_lifecycle_runtime::{Completion, Kernel, Monitor, News, Os, StdKernel};
+
+use crate::{NtStatus, WinOwner};
+
+/// The PnP minor codes the dispatch handles (`IRP_MN_*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PnpMinor {
+    /// `IRP_MN_START_DEVICE`
+    StartDevice,
+    /// `IRP_MN_QUERY_REMOVE_DEVICE`
+    QueryRemoveDevice,
+    /// `IRP_MN_CANCEL_REMOVE_DEVICE`
+    CancelRemoveDevice,
+    /// `IRP_MN_REMOVE_DEVICE`
+    RemoveDevice,
+    /// `IRP_MN_SURPRISE_REMOVAL`
+    SurpriseRemoval,
+    /// `IRP_MN_QUERY_STOP_DEVICE`
+    QueryStopDevice,
+    /// `IRP_MN_STOP_DEVICE`
+    StopDevice,
+    /// `IRP_MN_CANCEL_STOP_DEVICE`
+    CancelStopDevice,
+}
+
+impl PnpMinor {
+    /// The Windows name of the minor code.
+    pub const fn name(self) -> &'static str {
+        match self {
+            PnpMinor::StartDevice => "IRP_MN_START_DEVICE",
+            PnpMinor::QueryRemoveDevice => "IRP_MN_QUERY_REMOVE_DEVICE",
+            PnpMinor::CancelRemoveDevice => "IRP_MN_CANCEL_REMOVE_DEVICE",
+            PnpMinor::RemoveDevice => "IRP_MN_REMOVE_DEVICE",
+            PnpMinor::SurpriseRemoval => "IRP_MN_SURPRISE_REMOVAL",
+            PnpMinor::QueryStopDevice => "IRP_MN_QUERY_STOP_DEVICE",
+            PnpMinor::StopDevice => "IRP_MN_STOP_DEVICE",
+            PnpMinor::CancelStopDevice => "IRP_MN_CANCEL_STOP_DEVICE",
+        }
+    }
+
+    /// The core input for this request (surprise removal has no token in the core).
+    pub const fn input(self, device: DeviceId, token: RequestToken) -> Input {
+        match self {
+            PnpMinor::StartDevice => Input::Start { device, token },
+            PnpMinor::QueryRemoveDevice => Input::QueryRemove { device, token },
+            PnpMinor::CancelRemoveDevice => Input::CancelRemove { device, token },
+            PnpMinor::RemoveDevice => Input::Remove { device, token },
+            PnpMinor::SurpriseRemoval => Input::SurpriseRemoval { device },
+            PnpMinor::QueryStopDevice => Input::QueryStop { device, token },
+            PnpMinor::StopDevice => Input::Stop { device, token },
+            PnpMinor::CancelStopDevice => Input::CancelStop { device, token },
+        }
+    }
+}
+
+/// A device's `PNP_DEVICE_STATE` bits, as `IRP_MN_QUERY_PNP_DEVICE_STATE` answers them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct PnpDeviceState(pub u32);
+
+impl PnpDeviceState {
+    /// No bit set: the device works.
+    pub const NONE: PnpDeviceState = PnpDeviceState(0);
+    /// `PNP_DEVICE_FAILED`: the PnP manager stops the device and sends it remove.
+    pub const FAILED: PnpDeviceState = PnpDeviceState(0x0000_0004);
+
+    /// Whether `PNP_DEVICE_FAILED` is set.
+    pub const fn failed(self) -> bool {
+        self.0 & Self::FAILED.0 != 0
+    }
+}
+
+#[derive(Debug, Default)]
+struct IrpSlot {
+    status: Option<NtStatus>,
+    completions: u32,
+}
+
+/// An I/O request packet of `IRP_MJ_PNP`: the runtime's request, completed exactly once.
+pub struct Irp<K: Kernel = StdKernel> {
+    /// The device it targets.
+    pub device: DeviceId,
+    /// `IRP_MN_*`.
+    pub minor: PnpMinor,
+    /// The caller's own number for it (logs and tests). Not the core's token: the runtime
+    /// mints that, so two IRPs carrying the same number both reach the core.
+    pub token: u32,
+    slot: K::Monitor<IrpSlot>,
+}
+
+impl<K: Kernel> Irp<K> {
+    /// A new IRP.
+    pub fn new(device: DeviceId, minor: PnpMinor, token: u32) -> Arc<Self> {
+        Arc::new(Irp {
+            device,
+            minor,
+            token,
+            slot: Monitor::new(IrpSlot::default()),
+        })
+    }
+
+    /// `IoCompleteRequest`. A second completion is counted, and does not change the status.
+    pub fn complete(&self, status: NtStatus) {
+        self.slot.with(|s| {
+            s.completions += 1;
+            s.status.get_or_insert(status);
+        });
+    }
+
+    /// The final status, if completed.
+    pub fn status(&self) -> Option<NtStatus> {
+        self.slot.with(|s| s.status)
+    }
+
+    /// How many times it was completed (exactly one is right).
+    pub fn completions(&self) -> u32 {
+        self.slot.with(|s| s.completions)
+    }
+
+    /// Block until completed; the final status.
+    pub fn wait(&self) -> NtStatus {
+        self.slot.wait_until(|s| s.status)
+    }
+}
+
+impl<K: Kernel> std::fmt::Debug for Irp<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} #{} (device {})",
+            self.minor.name(),
+            self.token,
+            self.device.0
+        )
+    }
+}
+
+/// A client's event callback (the mlx4 reset event handler), called on the notification
+/// thread with no lock held. It may call into the driver; a blocking
+/// [`crate::MlxInterface::unregister`] from inside it is refused with
+/// `STATUS_POSSIBLE_DEADLOCK`.
+pub type Callback = Arc<dyn Fn(Event) + Send + Sync>;
+
+/// The hardware, and the OS calls the driver makes about it. Called with no lock held.
+pub trait Hal: Send + Sync {
+    /// Claim resources and start the device.
+    fn start(&self, device: DeviceId) -> StartResult;
+    /// Execute the hardware reset.
+    fn reset(&self, device: DeviceId) -> ResetResult;
+    /// Quiesce the hardware.
+    fn shutdown(&self, device: DeviceId);
+    /// Release resources.
+    fn release(&self, device: DeviceId);
+    /// A client's hardware operation (under the remove lock and the core's grant).
+    fn client_op(&self, device: DeviceId, client: ClientHandle);
+    /// `IoInvalidateDeviceState`: the device failed; the PnP manager will send
+    /// `IRP_MN_QUERY_PNP_DEVICE_STATE`. Default: nothing.
+    fn invalidate_device_state(&self, device: DeviceId) {
+        let _ = device;
+    }
+}
+
+/// An [`Os`] speaking this port's vocabulary: [`WindowsOs`], or a wrapper of it.
+pub trait WindowsVocabulary<K: Kernel>: Os<Callback = Callback, Request = Arc<Irp<K>>> {}
+
+impl<K: Kernel, O: Os<Callback = Callback, Request = Arc<Irp<K>>>> WindowsVocabulary<K> for O {}
+
+/// What the runtime's notification thread carries out, in Windows terms.
+pub struct WindowsOs<K: Kernel = StdKernel> {
+    hal: Arc<dyn Hal>,
+    kernel: PhantomData<fn() -> K>,
+}
+
+impl<K: Kernel> WindowsOs<K> {
+    /// The vocabulary over `hal`.
+    pub fn new(hal: Arc<dyn Hal>) -> Self {
+        WindowsOs {
+            hal,
+            kernel: PhantomData,
+        }
+    }
+}
+
+impl<K: Kernel> Os for WindowsOs<K> {
+    type Callback = Callback;
+    type Request = Arc<Irp<K>>;
+    type Job = ();
+
+    /// The mlx4 interface has no other end of a reset than RESET_END: a cycle that ended
+    /// without a hardware reset (`Recovered`) is RESET_END with the unchanged epoch.
+    fn call(&self, callback: &Callback, _: ClientHandle, event: Event) -> Option<Input> {
+        callback(match event {
+            Event::Recovered { epoch } => Event::ResetEnd { epoch },
+            other => other,
+        });
+        None
+    }
+
+    fn hardware(&self, device: DeviceId, command: HardwareCommand) -> Option<Input> {
+        let hal = &self.hal;
+        match command {
+            HardwareCommand::Start => Some(Input::StartDone {
+                device,
+                result: hal.start(device),
+            }),
+            HardwareCommand::Reset => Some(Input::ResetDone {
+                device,
+                result: hal.reset(device),
+            }),
+            HardwareCommand::Shutdown => {
+                hal.shutdown(device);
+                None
+            }
+            HardwareCommand::ReleaseResources => {
+                hal.release(device);
+                None
+            }
+        }
+    }
+
+    fn complete(&self, irp: Arc<Irp<K>>, completion: Completion) {
+        irp.complete(match completion {
+            Completion::Done(status) => status.into(),
+            Completion::Refused(error) => error.into(),
+        });
+    }
+
+    fn news(&self, news: News) {
+        if let News::DeviceFailed { device, .. } = news {
+            self.hal.invalidate_device_state(device);
+        }
+    }
+}
+
+/// Hand a PnP IRP to the core (the dispatch's non-blocking half, under the owner lock): it
+/// completes through the runtime, with the core's completion or its refusal. Surprise
+/// removal has no token and is completed behind every output it caused. Returns
+/// `STATUS_PENDING`, or the refusal's status.
+pub fn feed_irp<K: Kernel, O: WindowsVocabulary<K>>(
+    owner: &mut WinOwner<O>,
+    now: Tick,
+    irp: Arc<Irp<K>>,
+) -> NtStatus {
+    let (device, minor) = (irp.device, irp.minor);
+    if minor == PnpMinor::SurpriseRemoval {
+        owner.feed_then_complete(now, minor.input(device, RequestToken(0)), irp);
+        return NtStatus::PENDING;
+    }
+    match owner.submit(now, irp, |token| minor.input(device, token)) {
+        Ok(_) => NtStatus::PENDING,
+        Err(error) => error.into(),
+    }
+}

@@ -1,0 +1,127 @@
+//! Planted port faults: substitute implementations of the seams the Windows port exposes
+//! (its [`Kernel`] and its [`Os`] vocabulary), each a mistake a port author could make.
+//! Never compiled into shipped code; `ports/windows/tests/planted.rs` shows each is caught.
+
+use std::boxed::Box;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use pnp_lifecycle::{ClientHandle, DeviceId, Event, HardwareCommand, Input, ResetResult};
+use pnp_lifecycle_runtime::{Completion, ContextId, Kernel, News, Os, ShuttleKernel};
+
+/// shuttle's primitives with a `context()` that lies: a new identity on every call, so the
+/// runtime never recognises its own notification thread, and a blocking wait from inside a
+/// callback is not refused (it waits for itself: shuttle reports the deadlock).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LyingKernel;
+
+static NEXT: AtomicU64 = AtomicU64::new(1 << 40);
+
+impl Kernel for LyingKernel {
+    type Monitor<T: Send + 'static> = <ShuttleKernel as Kernel>::Monitor<T>;
+    type Thread = <ShuttleKernel as Kernel>::Thread;
+
+    fn context() -> ContextId {
+        ContextId(NEXT.fetch_add(1, Ordering::Relaxed))
+    }
+
+    fn spawn(f: Box<dyn FnOnce() + Send + 'static>) -> Self::Thread {
+        ShuttleKernel::spawn(f)
+    }
+
+    fn join(thread: Self::Thread) {
+        ShuttleKernel::join(thread);
+    }
+}
+
+/// A vocabulary that queues each client callback to a work item of its own and reports it
+/// returned at once (`IoQueueWorkItem` and return): the callback's return is reported
+/// before it was called, so callbacks of one client overlap, or come after its detach
+/// returned.
+pub struct DeferredCallbacks<O>(Arc<O>);
+
+impl<O> DeferredCallbacks<O> {
+    /// Defer `inner`'s callbacks.
+    pub fn new(inner: O) -> Self {
+        DeferredCallbacks(Arc::new(inner))
+    }
+}
+
+impl<O: Os> Os for DeferredCallbacks<O> {
+    type Callback = O::Callback;
+    type Request = O::Request;
+    type Job = O::Job;
+
+    fn call(&self, callback: &O::Callback, client: ClientHandle, event: Event) -> Option<Input> {
+        let (inner, callback) = (Arc::clone(&self.0), callback.clone());
+        shuttle::thread::spawn(move || {
+            inner.call(&callback, client, event);
+        });
+        None // PLANTED: CallbackDone is fed before the callback ran
+    }
+
+    fn hardware(&self, device: DeviceId, command: HardwareCommand) -> Option<Input> {
+        self.0.hardware(device, command)
+    }
+
+    fn complete(&self, request: O::Request, completion: Completion) {
+        self.0.complete(request, completion);
+    }
+
+    fn job(&self, job: O::Job) -> Option<Input> {
+        self.0.job(job)
+    }
+
+    fn news(&self, news: News) {
+        self.0.news(news);
+    }
+}
+
+/// A vocabulary whose hardware reset runs on a worker of its own while `ResetDone` is
+/// reported at once (the old separate reset worker, wired wrongly): the reset runs under
+/// operations the clients begin after RESET_END.
+pub struct EarlyResetDone<O>(Arc<O>);
+
+impl<O> EarlyResetDone<O> {
+    /// Report `inner`'s resets done early.
+    pub fn new(inner: O) -> Self {
+        EarlyResetDone(Arc::new(inner))
+    }
+}
+
+impl<O: Os> Os for EarlyResetDone<O> {
+    type Callback = O::Callback;
+    type Request = O::Request;
+    type Job = O::Job;
+
+    fn call(&self, callback: &O::Callback, client: ClientHandle, event: Event) -> Option<Input> {
+        self.0.call(callback, client, event)
+    }
+
+    fn hardware(&self, device: DeviceId, command: HardwareCommand) -> Option<Input> {
+        if command != HardwareCommand::Reset {
+            return self.0.hardware(device, command);
+        }
+        let inner = Arc::clone(&self.0);
+        shuttle::thread::spawn(move || {
+            inner.hardware(device, command);
+        });
+        // PLANTED: the reset is reported done before it ran
+        Some(Input::ResetDone {
+            device,
+            result: ResetResult::Succeeded,
+        })
+    }
+
+    fn complete(&self, request: O::Request, completion: Completion) {
+        self.0.complete(request, completion);
+    }
+
+    fn job(&self, job: O::Job) -> Option<Input> {
+        self.0.job(job)
+    }
+
+    fn news(&self, news: News) {
+        self.0.news(news);
+    }
+}

@@ -1,0 +1,431 @@
+//! The Windows port's cooperative schedule harness (the fuzz target `windows_unload_race`
+//! and `tests/race_replay.rs` run it): the PnP manager sending `IRP_MN_REMOVE_DEVICE`, two
+//! mlx4 clients (one asks for a reset), client 0's I/O thread doing hardware operations,
+//! the notification thread and `DriverUnload` run as thread-free actors over the runtime's
+//! [`Owner`](pnp_lifecycle_runtime::Owner), through the port's own pieces ([`WindowsOs`],
+//! [`feed_irp`], [`RemoveLockState`]). Each schedule byte picks which runnable actor takes
+//! its next step; when the bytes run out the actors step round-robin. The notification
+//! thread carries each work item out with `take` in one step and reports it with `finish`
+//! in a later one.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use pnp_lifecycle::{ClientHandle, ClientKind, Config, Epoch, Event, Input, ResetResult, Tick};
+use pnp_lifecycle_runtime::{ContextId, Done, Os, StdKernel, Work};
+use pnp_lifecycle_windows::{
+    feed_irp, Callback, Hal, Irp, PnpMinor, RemoveLockState, WinOwner, WindowsOs,
+};
+
+use super::{Ids, Recorded, TestHal, DEV};
+use crate::observed::{check, Log, Obs};
+
+type TheOs = Recorded<WindowsOs<StdKernel>>;
+type Inbox = Arc<Mutex<VecDeque<Event>>>;
+
+const STEP_LIMIT: usize = 20_000;
+const CLIENTS: usize = 2;
+const OPS: u32 = 3;
+const NOW: Tick = Tick(0);
+const DISPATCHER: ContextId = ContextId(1);
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Pnp {
+    Send,
+    WaitIdle,
+    WaitComplete,
+    Done,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Step {
+    Request,
+    Run,
+    WaitGone,
+    Done,
+}
+
+struct Client {
+    id: u32,
+    handle: ClientHandle,
+    inbox: Inbox,
+    step: Step,
+}
+
+struct World {
+    owner: WinOwner<TheOs>,
+    os: TheOs,
+    log: Log,
+    lock: RemoveLockState,
+    irps: Vec<Arc<Irp<StdKernel>>>,
+    pnp: Pnp,
+    unload: Option<bool>,
+    carrying: Option<Done>,
+    io: Option<bool>,
+    ops_done: u32,
+    epoch: Epoch,
+    clients: Vec<Client>,
+}
+
+const ACTORS: usize = 4 + CLIENTS;
+
+fn carry_out(os: &TheOs, work: Work<TheOs>) -> Done {
+    match work {
+        Work::Callback {
+            client,
+            event,
+            callback,
+        } => Done::Callback {
+            client,
+            answer: callback.and_then(|cb| os.call(&cb, client, event)),
+        },
+        Work::Hardware { device, command } => Done::Other(os.hardware(device, command)),
+        Work::Complete {
+            request,
+            completion,
+        } => {
+            os.complete(request, completion);
+            Done::Other(None)
+        }
+        Work::News(news) => {
+            os.news(news);
+            Done::Other(None)
+        }
+        Work::Job(job) => Done::Other(os.job(job)),
+    }
+}
+
+impl World {
+    fn setup() -> Result<World, String> {
+        let (log, ids) = (Log::new(), Ids::default());
+        let hal: Arc<dyn Hal> = Arc::new(TestHal::new(
+            log.clone(),
+            ids.clone(),
+            0,
+            ResetResult::Succeeded,
+        ));
+        let mut w = World {
+            owner: WinOwner::new(Config::DEFAULT),
+            os: Recorded::new(WindowsOs::new(hal), log.clone(), ids.clone()),
+            log,
+            lock: RemoveLockState::new(),
+            irps: Vec::new(),
+            pnp: Pnp::Send,
+            unload: None,
+            carrying: None,
+            io: None,
+            ops_done: 0,
+            epoch: Epoch(0),
+            clients: Vec::new(),
+        };
+        let e = |e| format!("setup: {e:?}");
+        w.owner
+            .feed(NOW, Input::AddDevice { device: DEV })
+            .map_err(e)?;
+        let start = w.send(PnpMinor::StartDevice);
+        feed_irp(&mut w.owner, NOW, start);
+        while let Some(work) = w.owner.take(DISPATCHER) {
+            let done = carry_out(&w.os, work);
+            w.owner.finish(NOW, DISPATCHER, done);
+        }
+        w.observe_completions();
+        for i in 0..CLIENTS {
+            let inbox: Inbox = Arc::default();
+            let queue = Arc::clone(&inbox);
+            let callback: Callback = Arc::new(move |event| {
+                queue
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .push_back(event);
+            });
+            let (handle, epoch) = w
+                .owner
+                .register(NOW, DEV, ClientKind::Trusted, callback)
+                .map_err(e)?;
+            w.epoch = epoch;
+            let step = if i == 0 { Step::Request } else { Step::Run };
+            w.clients.push(Client {
+                id: ids.of(handle),
+                handle,
+                inbox,
+                step,
+            });
+        }
+        Ok(w)
+    }
+
+    /// A new IRP, logged as sent.
+    fn send(&mut self, minor: PnpMinor) -> Arc<Irp<StdKernel>> {
+        let id = self.irps.len() as u32;
+        let irp = Irp::new(DEV, minor, id);
+        self.irps.push(Arc::clone(&irp));
+        self.log.push(Obs::RequestSent { id });
+        irp
+    }
+
+    /// Log the IRPs completed since last time (the PnP manager's completion routines).
+    fn observe_completions(&mut self) {
+        let seen = self
+            .log
+            .snapshot()
+            .iter()
+            .filter(|o| matches!(o, Obs::RequestCompleted { .. }))
+            .count();
+        for (id, irp) in self.irps.iter().enumerate().skip(seen) {
+            let Some(status) = irp.status() else { return };
+            self.log.push(Obs::RequestCompleted {
+                id: id as u32,
+                success: status.is_success(),
+            });
+        }
+    }
+
+    /// A client call under the remove lock (held only for the call).
+    fn locked(&mut self, input: Input) -> bool {
+        if self.lock.acquire().is_err() {
+            return false;
+        }
+        let taken = self.owner.feed(NOW, input).is_ok();
+        self.lock.release();
+        taken
+    }
+
+    fn finished(&self, actor: usize) -> bool {
+        let drained = self.owner.unload_complete() && self.carrying.is_none();
+        match actor {
+            0 => self.pnp == Pnp::Done,
+            1 => self.unload == Some(true),
+            2 => drained,
+            3 => self.io == Some(false),
+            n => self.clients.get(n - 4).is_none_or(|c| c.step == Step::Done),
+        }
+    }
+
+    fn runnable(&self, actor: usize) -> bool {
+        if self.finished(actor) {
+            return false;
+        }
+        match actor {
+            0 => match self.pnp {
+                Pnp::Send => true,
+                Pnp::WaitIdle => self.lock.idle(),
+                Pnp::WaitComplete => self.irps.last().is_some_and(|i| i.status().is_some()),
+                Pnp::Done => false,
+            },
+            1 => self.unload.is_none() || self.owner.unload_complete(),
+            2 => self.carrying.is_some() || self.owner.work_ready(),
+            3 => true,
+            n => match self.clients.get(n - 4) {
+                Some(c) => match c.step {
+                    Step::Request => true,
+                    Step::Run => !c
+                        .inbox
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .is_empty(),
+                    Step::WaitGone => self.owner.machine().client(c.handle).is_none(),
+                    Step::Done => false,
+                },
+                None => false,
+            },
+        }
+    }
+
+    fn step(&mut self, actor: usize) {
+        match actor {
+            0 => self.step_pnp(),
+            1 => match self.unload {
+                None => {
+                    self.unload = Some(false);
+                    let _ = self.owner.feed(NOW, Input::Unload);
+                }
+                Some(_) => {
+                    self.unload = Some(true);
+                    self.log.push(Obs::UnloadReturned);
+                }
+            },
+            2 => {
+                match self.carrying.take() {
+                    Some(done) => self.owner.finish(NOW, DISPATCHER, done),
+                    None => {
+                        if let Some(work) = self.owner.take(DISPATCHER) {
+                            self.carrying = Some(carry_out(&self.os, work));
+                        }
+                    }
+                }
+                self.observe_completions();
+            }
+            3 => self.step_io(),
+            n => self.step_client(n - 4),
+        }
+    }
+
+    fn step_pnp(&mut self) {
+        match self.pnp {
+            Pnp::Send => {
+                let irp = self.send(PnpMinor::RemoveDevice);
+                // IoAcquireRemoveLock, then the first half of IoReleaseRemoveLockAndWait.
+                match self.lock.acquire() {
+                    Ok(()) => {
+                        self.lock.release_for_remove();
+                        self.pnp = Pnp::WaitIdle;
+                    }
+                    Err(status) => {
+                        irp.complete(status);
+                        self.pnp = Pnp::WaitComplete;
+                    }
+                }
+            }
+            Pnp::WaitIdle => {
+                let irp = Arc::clone(self.irps.last().expect("sent"));
+                feed_irp(&mut self.owner, NOW, irp);
+                self.pnp = Pnp::WaitComplete;
+            }
+            Pnp::WaitComplete => {
+                self.observe_completions();
+                self.pnp = Pnp::Done;
+            }
+            Pnp::Done => {}
+        }
+    }
+
+    /// Client 0's I/O thread: up to `OPS` hardware operations, each under the remove lock
+    /// and the core's grant, begun in one step and ended in a later one.
+    fn step_io(&mut self) {
+        let Some(c) = self.clients.first() else {
+            self.io = Some(false);
+            return;
+        };
+        let (id, handle) = (c.id, c.handle);
+        if self.io == Some(true) {
+            self.log.push(Obs::OperationEnd {
+                client: id,
+                device: DEV,
+            });
+            let _ = self.owner.operation_done(NOW, handle);
+            self.lock.release();
+            self.io = None;
+            return;
+        }
+        let granted = self.ops_done < OPS
+            && self.lock.acquire().is_ok()
+            && match self.owner.operation_begin(NOW, handle, self.epoch) {
+                Ok(()) => true,
+                Err(_) => {
+                    self.lock.release();
+                    false
+                }
+            };
+        if granted {
+            self.ops_done += 1;
+            self.log.push(Obs::OperationBegin {
+                client: id,
+                device: DEV,
+            });
+            self.io = Some(true);
+        } else {
+            self.io = Some(false);
+        }
+    }
+
+    fn step_client(&mut self, i: usize) {
+        let Some(c) = self.clients.get_mut(i) else {
+            return;
+        };
+        let (id, handle) = (c.id, c.handle);
+        match c.step {
+            Step::Request => {
+                c.step = Step::Run;
+                self.locked(Input::ResetRequest { client: handle });
+            }
+            Step::Run => {
+                let event = c
+                    .inbox
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .pop_front();
+                match event {
+                    Some(Event::Reset) => {
+                        self.log.push(Obs::AnswerTried {
+                            client: id,
+                            device: DEV,
+                        });
+                        let accepted = self.locked(Input::ResetExecute { client: handle });
+                        self.log.push(Obs::AnswerResult {
+                            client: id,
+                            accepted,
+                        });
+                    }
+                    Some(Event::ResetEnd { .. }) => {
+                        self.locked(Input::AcquireInterface { client: handle });
+                    }
+                    Some(Event::Removed { .. } | Event::Revoked) => {
+                        c.step = Step::WaitGone;
+                        self.log.push(Obs::DetachBegin { client: id });
+                        let _ = self.owner.feed(NOW, Input::Unregister { client: handle });
+                    }
+                    _ => {}
+                }
+            }
+            Step::WaitGone => {
+                c.step = Step::Done;
+                self.log.push(Obs::DetachReturned { client: id });
+            }
+            Step::Done => {}
+        }
+    }
+
+    fn verdict(&self, finished: bool) -> Result<(), String> {
+        let log = self.log.snapshot();
+        check(&log, finished)?;
+        if let Some(irp) = self.irps.iter().find(|i| i.completions() > 1) {
+            return Err(format!("{irp:?} completed {} times", irp.completions()));
+        }
+        match self.owner.anomalies() {
+            0 => Ok(()),
+            n => Err(format!("{n} runtime anomalies")),
+        }
+    }
+}
+
+/// Run one schedule. `Err` describes what the oracle caught, a deadlock (no actor can move
+/// and some have not finished) or a run that did not finish within the step bound. Never
+/// panics.
+pub fn run(schedule: &[u8]) -> Result<(), String> {
+    observe(schedule).0
+}
+
+/// Like [`run`], with everything the run observed.
+pub fn observe(schedule: &[u8]) -> (Result<(), String>, Vec<Obs>) {
+    let mut w = match World::setup() {
+        Ok(w) => w,
+        Err(e) => return (Err(e), Vec::new()),
+    };
+    let result = drive(&mut w, schedule);
+    (result, w.log.snapshot())
+}
+
+fn drive(w: &mut World, schedule: &[u8]) -> Result<(), String> {
+    let mut bytes = schedule.iter();
+    let mut rr = 0usize;
+    for _ in 0..STEP_LIMIT {
+        let runnable: Vec<usize> = (0..ACTORS).filter(|&a| w.runnable(a)).collect();
+        if runnable.is_empty() {
+            if let Some(a) = (0..ACTORS).find(|&a| !w.finished(a)) {
+                w.verdict(false)?;
+                return Err(format!("deadlock: actor {a} cannot finish"));
+            }
+            return w.verdict(true);
+        }
+        let pick = match bytes.next() {
+            Some(&b) => usize::from(b),
+            None => {
+                rr = rr.wrapping_add(1);
+                rr
+            }
+        };
+        w.step(runnable[pick % runnable.len()]);
+    }
+    w.verdict(false)?;
+    Err("not finished within the step bound".into())
+}
