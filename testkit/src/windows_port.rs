@@ -7,6 +7,7 @@ pub mod planted;
 pub mod race;
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use pnp_lifecycle::{
@@ -97,12 +98,14 @@ impl<O: Os> Os for Recorded<O> {
 }
 
 /// Hardware that logs each client operation and yields inside it (and inside a reset) so
-/// the scheduler can run others meanwhile.
+/// the scheduler can run others meanwhile. A client operation while the hardware resets
+/// panics (the device would be touched mid-reset: I12 seen from the hardware).
 pub struct TestHal {
     log: Log,
     ids: Ids,
     yields: usize,
     reset: ResetResult,
+    resetting: AtomicBool,
 }
 
 impl TestHal {
@@ -114,6 +117,7 @@ impl TestHal {
             ids,
             yields,
             reset,
+            resetting: AtomicBool::new(false),
         }
     }
 
@@ -129,7 +133,11 @@ impl Hal for TestHal {
         StartResult::Started
     }
     fn reset(&self, _: DeviceId) -> ResetResult {
-        self.pause();
+        self.resetting.store(true, Ordering::SeqCst);
+        for _ in 0..4 {
+            self.pause(); // a reset takes longer than an operation
+        }
+        self.resetting.store(false, Ordering::SeqCst);
         self.reset
     }
     fn shutdown(&self, _: DeviceId) {}
@@ -137,6 +145,10 @@ impl Hal for TestHal {
     fn client_op(&self, device: DeviceId, client: ClientHandle) {
         let client = self.ids.of(client);
         self.log.push(Obs::OperationBegin { client, device });
+        assert!(
+            !self.resetting.load(Ordering::SeqCst),
+            "I12 (hardware): client {client}'s operation while the hardware resets"
+        );
         self.pause();
         self.log.push(Obs::OperationEnd { client, device });
     }
@@ -251,12 +263,14 @@ impl<K: Kernel, O: WindowsVocabulary<K>> World<K, O> {
         self.register_with(ClientKind::Trusted, |_| {})
     }
 
-    /// A blocking unregister, logged.
+    /// A blocking unregister, logged (after unload it is refused: the client is gone).
     pub fn unregister(&self, id: u32, iface: &MlxInterface<K, O>) {
         self.log.push(Obs::DetachBegin { client: id });
-        iface
-            .unregister()
-            .expect("a blocking unregister outside callbacks");
+        let result = iface.unregister();
+        assert!(
+            matches!(result, Ok(_) | Err(NtStatus::NO_SUCH_DEVICE)),
+            "a blocking unregister outside callbacks: {result:?}"
+        );
         self.log.push(Obs::DetachReturned { client: id });
     }
 

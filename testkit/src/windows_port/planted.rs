@@ -34,6 +34,13 @@ impl Kernel for LyingKernel {
     }
 }
 
+/// A queued work item runs a while later.
+fn later() {
+    for _ in 0..4 {
+        shuttle::thread::yield_now();
+    }
+}
+
 /// A vocabulary that queues each client callback to a work item of its own and reports it
 /// returned at once (`IoQueueWorkItem` and return): the callback's return is reported
 /// before it was called, so callbacks of one client overlap, or come after its detach
@@ -55,6 +62,7 @@ impl<O: Os> Os for DeferredCallbacks<O> {
     fn call(&self, callback: &O::Callback, client: ClientHandle, event: Event) -> Option<Input> {
         let (inner, callback) = (Arc::clone(&self.0), callback.clone());
         shuttle::thread::spawn(move || {
+            later();
             inner.call(&callback, client, event);
         });
         None // PLANTED: CallbackDone is fed before the callback ran
