@@ -3,46 +3,42 @@
 
 use heapless::Deque;
 use pnp_lifecycle::{
-    ClientHandle, DeviceId, Error, Event, FailureCause, HardwareCommand, Input, Lifecycle, Output,
-    Reply, ResetResult, StartResult, Tick,
+    ClientHandle, DeviceId, Error, Event, HardwareCommand, Input, Lifecycle, Output, Reply,
+    ResetResult, StartResult, Tick,
 };
 
 use crate::lock::{Busy, Lock};
 use crate::reset::ResetControl;
 use crate::shared::{FeedError, Shared};
 
-/// The board's side of the machine's outputs. Every method is called from thread mode,
+/// The board's side of the machine's outputs (the firmware's vocabulary: what the
+/// runtime's `Os` is to the hosted ports). Every method is called from thread mode,
 /// outside any critical section.
 pub trait Board {
     /// The platform's time now (a monotonic timer, in the unit of the machine's
     /// [`pnp_lifecycle::Config`]). Read inside the critical section for every input thread
-    /// mode feeds, so every input carries the time it is fed at.
+    /// mode feeds.
     fn now(&mut self) -> Tick;
 
     /// A client callback ([`Output::Notify`]). When it returns the port feeds
     /// [`Input::CallbackDone`].
     fn notify(&mut self, client: ClientHandle, event: Event);
 
-    /// A client callback that may answer from inside the notification (Linux's
-    /// `error_detected` returning its vote): the client acknowledges `RESET` with
-    /// [`Answers::reset_execute`] or [`Answers::can_recover`], acquires the interface on
-    /// `RESET_END`, unregisters on `Removed`. The port feeds the answers, in order, before
-    /// the callback's [`Input::CallbackDone`] (never losing one: they wait with the owed
-    /// completions until the buffer has room). Default: [`notify`](Self::notify), no answer.
+    /// A client callback that may answer from inside the notification: acknowledge `RESET`
+    /// with [`Answers::reset_execute`] or [`Answers::can_recover`], acquire the interface
+    /// on `RESET_END`, unregister on `Removed`. The port feeds the answers, in order,
+    /// before the callback's [`Input::CallbackDone`], never losing one. Default:
+    /// [`notify`](Self::notify), no answer.
     fn deliver(&mut self, client: ClientHandle, event: Event, answers: &mut Answers) {
         let _ = answers;
         self.notify(client, event);
     }
 
-    /// Fence a revoked client ([`Output::Fence`]): mask its path to the hardware (its
-    /// doorbell page, DMA window, interrupt line), so nothing it left behind can reach the
-    /// device, including a hardware operation of it still in flight (a granted
-    /// [`pnp_lifecycle::Access::HardwareOp`] whose [`Input::AccessDone`] has not been fed:
-    /// once masked it touches nothing, so the stop, reset or teardown waiting for it may
-    /// go ahead). Must not block. Its callbacks are already cut off by the port (none is
-    /// made after this); the port then feeds [`Input::FenceDone`]. The client's late
-    /// `AccessDone` is not to be fed after that (the machine would refuse it, changing
-    /// nothing).
+    /// Fence a revoked client ([`Output::Fence`]): mask its path to the hardware (doorbell
+    /// page, DMA window, interrupt line), including a hardware operation of it still in
+    /// flight, so the stop, reset or teardown waiting for it may go ahead. Must not block.
+    /// The port has already cut off its callbacks and then feeds [`Input::FenceDone`]; the
+    /// client's late `AccessDone` is not to be fed after that.
     fn fence(&mut self, client: ClientHandle) {
         let _ = client;
     }
@@ -65,10 +61,9 @@ pub trait Board {
     }
 
     /// Every output, just before the port acts on it (completions, cycle results,
-    /// `DeviceFailed`, `ClientGone`, `DeviceRemoved` and `UnloadMayFinish` only reach the
-    /// board here). On [`Output::DeviceFailed`] the device is dead until removed (its clients
-    /// are told [`Event::DeviceFatal`]): light the fault LED, record the cause, ask the host
-    /// to remove it. The port also keeps the last cause ([`Firmware::last_failure`]).
+    /// `DeviceFailed`, `ClientGone`, `DeviceRemoved` and `UnloadMayFinish` reach the board
+    /// only here). On [`Output::DeviceFailed`] the device is dead until removed: light the
+    /// fault LED, ask the host to remove it; the cause stays in `m.failure(device)`.
     fn observe(&mut self, output: &Output) {
         let _ = output;
     }
@@ -101,45 +96,29 @@ impl Answers {
         }
     }
 
-    /// The client answering.
-    pub fn client(&self) -> ClientHandle {
-        self.client
-    }
-
     /// Answer `RESET`: quiesced, reset the hardware (`Input::ResetExecute`).
     pub fn reset_execute(&mut self) {
-        self.push(Input::ResetExecute {
-            client: self.client,
-        });
+        self.answer(|client| Input::ResetExecute { client })
     }
 
-    /// Answer `RESET`: quiesced, and can recover without a hardware reset
-    /// (`Input::CanRecover`).
+    /// Answer `RESET`: quiesced, can recover without a reset (`Input::CanRecover`).
     pub fn can_recover(&mut self) {
-        self.push(Input::CanRecover {
-            client: self.client,
-        });
+        self.answer(|client| Input::CanRecover { client })
     }
 
     /// Fetch the new interface (`Input::AcquireInterface`, after `RESET_END`).
     pub fn acquire_interface(&mut self) {
-        self.push(Input::AcquireInterface {
-            client: self.client,
-        });
+        self.answer(|client| Input::AcquireInterface { client })
     }
 
     /// Detach (`Input::Unregister`, after `Removed`).
     pub fn unregister(&mut self) {
-        self.push(Input::Unregister {
-            client: self.client,
-        });
+        self.answer(|client| Input::Unregister { client })
     }
 
     /// Ask for a soft reset (`Input::ResetRequest`).
     pub fn reset_request(&mut self) {
-        self.push(Input::ResetRequest {
-            client: self.client,
-        });
+        self.answer(|client| Input::ResetRequest { client })
     }
 
     /// Any other input. Past [`CAPACITY`](Self::CAPACITY) answers the rest are dropped and
@@ -154,22 +133,25 @@ impl Answers {
     pub fn inputs(&self) -> &[Input] {
         &self.inputs
     }
+
+    fn answer(&mut self, input: fn(ClientHandle) -> Input) {
+        self.push(input(self.client));
+    }
 }
 
 /// A completion or answer thread mode owes the machine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Owed {
     input: Input,
-    /// A client's answer from inside its callback (may be refused: reported, not a bug).
-    answer: bool,
+    /// `Some(client)`: that client's answer from inside its callback (may be refused).
+    answer_of: Option<ClientHandle>,
 }
 
 /// How thread mode sleeps when it has nothing to do ([`Firmware::run`]).
 ///
-/// `sleep` must check `ready` *with interrupts masked* and, if it says no work is waiting,
-/// sleep in a way that an interrupt pended after the check still wakes (on Cortex-M: `wfi`
-/// with PRIMASK set wakes on a pending interrupt, which runs once PRIMASK is restored), so
-/// an interrupt that lands between the check and the sleep is never lost.
+/// `sleep` must check `ready` *with interrupts masked* and, if no work is waiting, sleep so
+/// that an interrupt pended after the check still wakes it (on Cortex-M: `wfi` with PRIMASK
+/// set wakes on a pending interrupt, taken once PRIMASK is restored): no lost wake-up.
 pub trait Idle {
     /// Sleep until an interrupt, unless `ready()` (work waiting or a deadline due) is true.
     fn sleep(&mut self, ready: &mut dyn FnMut() -> bool);
@@ -207,7 +189,7 @@ pub enum PortError<E> {
     Reset {
         /// The device.
         device: DeviceId,
-        /// What the reset line reported.
+        /// What the reset control reported.
         error: E,
     },
     /// The machine refused a completion the port owed it (a core or port bug).
@@ -222,8 +204,8 @@ pub enum PortError<E> {
     /// Every completion slot is taken and the buffer has no room to feed one (never seen;
     /// see the README's bound).
     Stalled,
-    /// The machine refused an answer a client gave from its callback ([`Answers`]), e.g. a
-    /// client revoked meanwhile. Nothing changed.
+    /// The machine refused an answer a client gave from its callback ([`Answers`]), e.g.
+    /// the client was revoked meanwhile. Nothing changed.
     AnswerRefused {
         /// The answer.
         input: Input,
@@ -246,7 +228,7 @@ impl<E> From<Busy> for PortError<E> {
 /// One unit of thread-mode work, as done by [`Firmware::step`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Step {
-    /// A completion the port owed (callback returned, reset or start done) was fed.
+    /// A completion or answer the port owed was fed.
     Fed(Input),
     /// A buffered output was acted on.
     Acted(Output),
@@ -254,27 +236,6 @@ pub enum Step {
     ReplayedFatal(DeviceId, Result<Reply, Error>),
     /// Nothing to do.
     Idle,
-}
-
-/// Thread-mode counters.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct ThreadStats {
-    /// Outputs acted on.
-    pub acted: u32,
-    /// Client callbacks made.
-    pub callbacks: u32,
-    /// Reset pulses commanded.
-    pub resets: u32,
-    /// Reset pulses that failed.
-    pub reset_failures: u32,
-    /// Answers clients gave from inside their callbacks.
-    pub answers: u32,
-    /// Times [`Firmware::run`] slept.
-    pub sleeps: u32,
-    /// Timeouts fed by [`Firmware::run`].
-    pub timeouts: u32,
-    /// Devices the machine failed ([`Output::DeviceFailed`]).
-    pub failures: u32,
 }
 
 /// One unit of work before the reset pulse, which the sync and async fronts run their way.
@@ -296,8 +257,6 @@ where
     board: B,
     owed: Deque<Owed, Q>,
     error: Option<PortError<R::Error>>,
-    stats: ThreadStats,
-    last_failure: Option<(DeviceId, FailureCause)>,
 }
 
 impl<'a, L, R, B, const D: usize, const C: usize, const P: usize, const Q: usize>
@@ -315,8 +274,6 @@ where
             board,
             owed: Deque::new(),
             error: None,
-            stats: ThreadStats::default(),
-            last_failure: None,
         }
     }
 
@@ -325,8 +282,7 @@ where
     /// outputs: call [`pump`](Self::pump) (a failed reset pulse met while making room is
     /// reported by the next `pump`). A client's hardware operation is a bracket: feed
     /// `Input::Access { what: Access::HardwareOp, .. }` before it and
-    /// [`Input::AccessDone`] when it ends (not once the client was fenced: see
-    /// [`Board::fence`]).
+    /// [`Input::AccessDone`] when it ends (not once the client was fenced).
     pub fn input(&mut self, input: Input) -> Result<Reply, PortError<R::Error>> {
         match self.submit(input) {
             Err(PortError::Backlog { .. }) => {
@@ -375,12 +331,9 @@ where
             match self.step() {
                 Ok(Step::Idle) => return Ok(steps),
                 Ok(_) => {}
-                Err(PortError::Busy) => return Err(PortError::Busy),
-                Err(PortError::Stalled) => return Err(PortError::Stalled),
+                Err(error @ (PortError::Busy | PortError::Stalled)) => return Err(error),
                 Err(error) => {
-                    if self.error.is_none() {
-                        self.error = Some(error);
-                    }
+                    self.error.get_or_insert(error);
                 }
             }
             steps = steps.saturating_add(1);
@@ -401,23 +354,23 @@ where
     }
 
     fn feed_owed(&mut self, owed: Owed) -> Result<Option<Step>, PortError<R::Error>> {
-        match self.feed_now(owed.input)? {
-            Ok(_) => {
-                self.owed.pop_front();
-                Ok(Some(Step::Fed(owed.input)))
+        let error = match self.feed_now(owed.input)? {
+            Err(FeedError::Backlog { .. }) => return Ok(None),
+            Ok(_) => None,
+            Err(FeedError::Refused(error)) => Some(error),
+        };
+        self.owed.pop_front();
+        let input = owed.input;
+        match (error, owed.answer_of) {
+            (None, _) => Ok(Some(Step::Fed(input))),
+            (Some(error), Some(_)) => {
+                fw_debug!("answer refused: {}", error);
+                Err(PortError::AnswerRefused { input, error })
             }
-            Err(FeedError::Refused(error)) => {
-                self.owed.pop_front();
-                let input = owed.input;
-                if owed.answer {
-                    fw_debug!("answer refused: {}", error);
-                    Err(PortError::AnswerRefused { input, error })
-                } else {
-                    fw_warn!("completion refused: {}", error);
-                    Err(PortError::CompletionRefused { input, error })
-                }
+            (Some(error), None) => {
+                fw_warn!("completion refused: {}", error);
+                Err(PortError::CompletionRefused { input, error })
             }
-            Err(FeedError::Backlog { .. }) => Ok(None),
         }
     }
 
@@ -431,21 +384,18 @@ where
             return Err(PortError::Stalled);
         }
         if let Some(output) = self.shared.lock(Shared::pop)? {
+            self.board.observe(&output);
             if let Output::Hardware {
                 device,
                 command: HardwareCommand::Reset,
             } = output
             {
-                self.stats.acted = self.stats.acted.saturating_add(1);
-                self.stats.resets = self.stats.resets.saturating_add(1);
-                self.board.observe(&output);
                 return Ok(Work::Reset(output, device));
             }
             return self.act(output).map(|()| Work::Done(Step::Acted(output)));
         }
         if let Some(&owed) = self.owed.front() {
-            // The buffer is empty now (an interrupt may have emptied it since the first
-            // try only under the planted fault), so the completion fits.
+            // The buffer is empty now, so the completion fits.
             return match self.feed_owed(owed)? {
                 Some(step) => Ok(Work::Done(step)),
                 None => Err(PortError::Stalled),
@@ -468,12 +418,11 @@ where
             Ok(()) => (ResetResult::Succeeded, None),
             Err(error) => {
                 fw_warn!("device {} reset pulse failed", device.0);
-                self.stats.reset_failures = self.stats.reset_failures.saturating_add(1);
                 (ResetResult::Failed, Some(error))
             }
         };
         self.board.reset_finished(device, result);
-        self.owe(Input::ResetDone { device, result })?;
+        self.owe(Input::ResetDone { device, result }, None)?;
         match error {
             Some(error) => Err(PortError::Reset { device, error }),
             None => Ok(()),
@@ -481,24 +430,24 @@ where
     }
 
     /// Whether thread mode has work: an owed completion, a buffered output or a latched
-    /// fatal error (the negation of [`is_idle`](Self::is_idle)).
+    /// fatal error.
     pub fn has_work(&self) -> Result<bool, Busy> {
-        self.is_idle().map(|idle| !idle)
+        let owed = !self.owed.is_empty();
+        self.shared.lock(|s| owed || s.has_work())
     }
 
     /// The owner loop, so that firmware does not write its own: act on every output (client
     /// callbacks through [`Board::deliver`], whose answers are fed before the callback's
     /// `CallbackDone`; the reset pulse; start, shutdown, fences), feed latched fatal errors,
-    /// feed [`Input::Timeout`] once the board's clock reaches [`poll_timeout`](Self::poll_timeout),
-    /// and sleep through `idle` when nothing is left — the readiness check (work waiting, the
-    /// deadline due) runs inside `idle`'s critical section, so an interrupt that latches a
-    /// fatal error or a timer tick just before the sleep is never missed.
+    /// feed [`Input::Timeout`] once the board's clock reaches
+    /// [`poll_timeout`](Self::poll_timeout), and sleep through `idle` when nothing is left.
+    /// The readiness check (work waiting, the deadline due) runs inside `idle`'s critical
+    /// section, so an interrupt just before the sleep is never missed.
     ///
     /// Returns `Ok(())` once `done` says so (checked whenever thread mode is idle), or the
-    /// first error met; the work behind it went on (no completion dropped), so calling `run`
-    /// again resumes. Every client gets its events in order and none is lost: the machine
-    /// keeps at most one callback in flight a client, and a callback is made synchronously
-    /// here, so no mailbox stands between the machine and the client.
+    /// first error met; the work behind it went on, so calling `run` again resumes. Each
+    /// client gets its events in order and none is lost: the machine keeps at most one
+    /// callback in flight a client, and callbacks are made synchronously here.
     ///
     /// ```ignore
     /// let mut fw = Firmware::new(&MACHINE, reset_line, board);
@@ -512,19 +461,12 @@ where
         loop {
             self.pump()?;
             let deadline = self.poll_timeout()?;
-            if let Some(deadline) = deadline {
-                if self.board.now() >= deadline {
-                    self.stats.timeouts = self.stats.timeouts.saturating_add(1);
-                    match self.submit(Input::Timeout) {
-                        Ok(_) | Err(PortError::Backlog { .. }) => continue,
-                        Err(error) => return Err(error),
-                    }
-                }
+            if self.timeout_due(deadline)? {
+                continue;
             }
             if done(self) {
                 return Ok(());
             }
-            self.stats.sleeps = self.stats.sleeps.saturating_add(1);
             let shared = self.shared;
             let owed = !self.owed.is_empty();
             let board = &mut self.board;
@@ -535,29 +477,40 @@ where
         }
     }
 
-    fn owe(&mut self, input: Input) -> Result<(), PortError<R::Error>> {
-        self.owe_as(input, false)
+    /// Feed [`Input::Timeout`] if the board's clock has reached `deadline`; `true` if fed
+    /// (or the buffer was full: pump and come back).
+    pub(crate) fn timeout_due(
+        &mut self,
+        deadline: Option<Tick>,
+    ) -> Result<bool, PortError<R::Error>> {
+        match deadline {
+            Some(deadline) if self.board.now() >= deadline => match self.submit(Input::Timeout) {
+                Ok(_) | Err(PortError::Backlog { .. }) => Ok(true),
+                Err(error) => Err(error),
+            },
+            _ => Ok(false),
+        }
     }
 
-    fn owe_as(&mut self, input: Input, answer: bool) -> Result<(), PortError<R::Error>> {
+    fn owe(
+        &mut self,
+        input: Input,
+        answer_of: Option<ClientHandle>,
+    ) -> Result<(), PortError<R::Error>> {
         self.owed
-            .push_back(Owed { input, answer })
+            .push_back(Owed { input, answer_of })
             .map_err(|_| PortError::Stalled)
     }
 
     fn act(&mut self, output: Output) -> Result<(), PortError<R::Error>> {
-        self.stats.acted = self.stats.acted.saturating_add(1);
-        self.board.observe(&output);
         match output {
             Output::Notify { client, event } => {
-                self.stats.callbacks = self.stats.callbacks.saturating_add(1);
                 let mut answers = Answers::new(client);
                 self.board.deliver(client, event, &mut answers);
                 for &input in answers.inputs() {
-                    self.stats.answers = self.stats.answers.saturating_add(1);
-                    self.owe_as(input, true)?;
+                    self.owe(input, Some(client))?;
                 }
-                self.owe(Input::CallbackDone { client })?;
+                self.owe(Input::CallbackDone { client }, None)?;
                 if answers.overflow {
                     return Err(PortError::TooManyAnswers { client });
                 }
@@ -566,13 +519,7 @@ where
             Output::Hardware { device, command } => match command {
                 HardwareCommand::Start => {
                     let result = self.board.start(device);
-                    self.owe(Input::StartDone { device, result })
-                }
-                HardwareCommand::Reset => {
-                    // `work` hands resets to `step` (or the async front) before `act`.
-                    self.stats.resets = self.stats.resets.saturating_add(1);
-                    let result = self.reset.reset(device);
-                    self.finish_reset(device, result)
+                    self.owe(Input::StartDone { device, result }, None)
                 }
                 HardwareCommand::Shutdown => {
                     self.board.shutdown(device);
@@ -582,26 +529,27 @@ where
                     self.board.release_resources(device);
                     Ok(())
                 }
+                // `work` hands resets to `step` (or the async front).
+                HardwareCommand::Reset => Ok(()),
             },
             Output::Fence { client } => {
-                // Its callback, if made, has returned (thread mode makes them); the one
-                // still owed is superseded by the fence, and so are its answers.
+                // Its callback, if made, has returned (thread mode makes them); the
+                // `CallbackDone` still owed and its answers are superseded by the fence.
                 let mut kept: Deque<Owed, Q> = Deque::new();
                 while let Some(owed) = self.owed.pop_front() {
-                    let its_answer = owed.answer && answer_client(&owed.input) == Some(client);
-                    if owed.input != (Input::CallbackDone { client }) && !its_answer {
+                    if owed.input != (Input::CallbackDone { client })
+                        && owed.answer_of != Some(client)
+                    {
                         // Cannot fail: `kept` holds no more than `owed` did.
                         let _ = kept.push_back(owed);
                     }
                 }
                 self.owed = kept;
                 self.board.fence(client);
-                self.owe(Input::FenceDone { client })
+                self.owe(Input::FenceDone { client }, None)
             }
             Output::DeviceFailed { device, cause } => {
                 fw_warn!("device {} failed: {}", device.0, cause);
-                self.stats.failures = self.stats.failures.saturating_add(1);
-                self.last_failure = Some((device, cause));
                 Ok(())
             }
             Output::Complete { .. }
@@ -612,15 +560,7 @@ where
         }
     }
 
-    /// Whether thread mode has nothing left to do: no buffered output, no owed completion,
-    /// no latched fatal error.
-    pub fn is_idle(&self) -> Result<bool, Busy> {
-        let owed = self.owed.is_empty();
-        self.shared
-            .lock(|s| owed && s.pending_len() == 0 && !s.is_latched_any())
-    }
-
-    /// Completions owed to the machine.
+    /// Completions and answers owed to the machine.
     pub fn owed(&self) -> usize {
         self.owed.len()
     }
@@ -630,7 +570,8 @@ where
         self.shared.lock(|s| s.machine().poll_timeout())
     }
 
-    /// Run `f` on the machine, read-only, inside the lock.
+    /// Run `f` on the machine, read-only, inside the lock (ask the core: phase, epoch,
+    /// failure, clients).
     pub fn with_machine<T>(&self, f: impl FnOnce(&Lifecycle<D, C, P, Q>) -> T) -> Result<T, Busy> {
         self.shared.lock(|s| f(s.machine()))
     }
@@ -650,61 +591,18 @@ where
         &mut self.board
     }
 
-    #[allow(dead_code)] // used by the embassy front-end
-    pub(crate) fn reset_mut(&mut self) -> &mut R {
-        &mut self.reset
-    }
-
-    #[allow(dead_code)] // used by the embassy front-end
-    pub(crate) fn note_timeout(&mut self) {
-        self.stats.timeouts = self.stats.timeouts.saturating_add(1);
-    }
-
-    #[allow(dead_code)] // used by the embassy front-end
-    pub(crate) fn note_sleep(&mut self) {
-        self.stats.sleeps = self.stats.sleeps.saturating_add(1);
-    }
-
     /// The reset control.
     pub fn reset_control(&self) -> &R {
         &self.reset
     }
 
-    /// The last device the machine failed and why ([`Output::DeviceFailed`], as handed to
-    /// [`Board::observe`]), kept after the device is removed. For a device's current state
-    /// ask the machine: `fw.with_machine(|m| m.failure(device))`.
-    pub fn last_failure(&self) -> Option<(DeviceId, FailureCause)> {
-        self.last_failure
-    }
-
-    /// Thread-mode counters.
-    pub fn stats(&self) -> ThreadStats {
-        self.stats
+    /// The reset control, mutably.
+    pub fn reset_control_mut(&mut self) -> &mut R {
+        &mut self.reset
     }
 
     /// Give the reset control and the board back.
     pub fn into_parts(self) -> (R, B) {
         (self.reset, self.board)
-    }
-}
-
-/// The client an answer input belongs to.
-fn answer_client(input: &Input) -> Option<ClientHandle> {
-    match *input {
-        Input::ResetExecute { client }
-        | Input::CanRecover { client }
-        | Input::AcquireInterface { client }
-        | Input::Unregister { client }
-        | Input::ResetRequest { client }
-        | Input::CallbackDone { client }
-        | Input::AccessDone { client }
-        | Input::Hold { client }
-        | Input::ReleaseHold { client }
-        | Input::CannotPause { client }
-        | Input::CanPause { client }
-        | Input::FenceDone { client }
-        | Input::Bind { client, .. }
-        | Input::Access { client, .. } => Some(client),
-        _ => None,
     }
 }

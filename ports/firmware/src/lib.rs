@@ -5,9 +5,10 @@
 //! mode and interrupt handlers through a
 //! [`critical_section::Mutex`]`<`[`core::cell::RefCell`]`<`[`Shared`]`>>`.
 //!
-//! * **Interrupts** only feed inputs. The catastrophic-error interrupt calls
-//!   [`on_fatal_interrupt`], which raises [`Input::FatalError`] inside the critical section
-//!   (or latches it when thread mode's outputs still fill the buffer) and returns.
+//! * **Interrupts** only latch or feed inputs. The catastrophic-error interrupt calls
+//!   [`latch_fatal_interrupt`] (constant time: one flag; thread mode feeds
+//!   [`Input::FatalError`]) or [`on_fatal_interrupt`] (feeds it inside the critical
+//!   section, or latches it when thread mode's outputs still fill the buffer).
 //! * **Every input** goes through [`Shared::feed`]: inside the critical section the machine
 //!   handles it and its whole output queue is drained into the small heapless buffer of
 //!   [`Shared`], so the machine's own queue is empty whenever the lock is free.
@@ -19,7 +20,9 @@
 //!   [`Input::StartDone`]) back, never losing one.
 //!
 //! All lifecycle rules stay in the core; this crate translates vocabulary and owns the
-//! concurrency.
+//! concurrency (its own single-context owner loop: the shared `pnp-lifecycle-runtime`
+//! needs `alloc` and threads, see the README). Test machinery (schedule harness, oracle,
+//! planted faults) lives in `pnp-lifecycle-testkit`, not here.
 //!
 //! ```
 //! use core::cell::RefCell;
@@ -69,9 +72,6 @@
     clippy::indexing_slicing
 )]
 
-#[cfg(feature = "race")]
-extern crate std;
-
 #[macro_use]
 mod log;
 
@@ -82,19 +82,13 @@ mod shared;
 
 #[cfg(feature = "embassy")]
 pub mod embassy;
-#[cfg(feature = "race")]
-pub mod oracle;
-#[cfg(feature = "race")]
-pub mod race;
 
 #[cfg(feature = "cortex-m")]
 pub use firmware::WfiIdle;
-pub use firmware::{Answers, Board, Firmware, Idle, PortError, Step, ThreadStats};
+pub use firmware::{Answers, Board, Firmware, Idle, PortError, Step};
 pub use lock::{Busy, IsrLink, Lock};
 pub use reset::{Polarity, ResetControl, ResetError, ResetLine};
-pub use shared::{
-    latch_fatal_interrupt, on_fatal_interrupt, FeedError, IsrOutcome, IsrStats, Shared,
-};
+pub use shared::{latch_fatal_interrupt, on_fatal_interrupt, FeedError, IsrOutcome, Shared};
 
 /// The core crate, re-exported.
 pub use pnp_lifecycle;

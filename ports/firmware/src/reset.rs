@@ -1,5 +1,6 @@
 //! The hardware reset: a reset line driven through an `embedded_hal` [`OutputPin`] and held
-//! for a pulse width timed with [`DelayNs`].
+//! for a pulse width timed with [`DelayNs`] (awaited with `embedded_hal_async`'s `DelayNs`
+//! under feature `embassy`).
 
 use embedded_hal::delay::DelayNs;
 use embedded_hal::digital::OutputPin;
@@ -25,8 +26,8 @@ pub enum ResetError<E> {
     Deassert(E),
 }
 
-/// Something that can execute the hardware reset of a device (answered to the machine with
-/// [`pnp_lifecycle::Input::ResetDone`]).
+/// Something that executes the hardware reset of a device when the machine commands it
+/// (answered with [`pnp_lifecycle::Input::ResetDone`]).
 pub trait ResetControl {
     /// Why a reset failed.
     type Error;
@@ -35,8 +36,8 @@ pub trait ResetControl {
 }
 
 /// One reset line: assert, hold `pulse_ns`, deassert, then wait `settle_ns` for the device
-/// to come out of reset. Serves every device id it is asked about (a board with one device
-/// per line implements [`ResetControl`] itself to pick the line).
+/// to come out of reset. Serves every device id it is asked about (a board with one line a
+/// device implements [`ResetControl`] itself to pick the line).
 #[derive(Debug)]
 pub struct ResetLine<P, D> {
     pin: P,
@@ -47,7 +48,7 @@ pub struct ResetLine<P, D> {
     pulses: u32,
 }
 
-impl<P: OutputPin, D: DelayNs> ResetLine<P, D> {
+impl<P: OutputPin, D> ResetLine<P, D> {
     /// A line that holds the device in reset for `pulse_ns` nanoseconds, with no settle
     /// time. The pin is not touched until the first reset.
     pub fn new(pin: P, delay: D, pulse_ns: u32, polarity: Polarity) -> Self {
@@ -69,24 +70,7 @@ impl<P: OutputPin, D: DelayNs> ResetLine<P, D> {
 
     /// Put the line in its released (not-in-reset) level, for boot.
     pub fn release(&mut self) -> Result<(), P::Error> {
-        self.deassert()
-    }
-
-    /// One reset pulse.
-    pub fn pulse(&mut self) -> Result<(), ResetError<P::Error>> {
-        self.pulses = self.pulses.saturating_add(1);
-        if let Err(error) = self.assert() {
-            // Leave the line released rather than in an unknown level; the assert error is
-            // what the caller hears about.
-            let _ = self.deassert();
-            return Err(ResetError::Assert(error));
-        }
-        self.delay.delay_ns(self.pulse_ns);
-        self.deassert().map_err(ResetError::Deassert)?;
-        if self.settle_ns > 0 {
-            self.delay.delay_ns(self.settle_ns);
-        }
-        Ok(())
+        self.drive(false)
     }
 
     /// How many pulses were attempted.
@@ -94,28 +78,38 @@ impl<P: OutputPin, D: DelayNs> ResetLine<P, D> {
         self.pulses
     }
 
-    /// The pulse width in nanoseconds.
-    pub fn pulse_ns(&self) -> u32 {
-        self.pulse_ns
-    }
-
     /// Give the pin and the delay back.
     pub fn into_parts(self) -> (P, D) {
         (self.pin, self.delay)
     }
 
-    fn assert(&mut self) -> Result<(), P::Error> {
-        match self.polarity {
-            Polarity::ActiveLow => self.pin.set_low(),
-            Polarity::ActiveHigh => self.pin.set_high(),
-        }
+    /// Drive the line to its reset level (`true`) or its released level.
+    fn drive(&mut self, in_reset: bool) -> Result<(), P::Error> {
+        let high = in_reset == (self.polarity == Polarity::ActiveHigh);
+        self.pin.set_state(high.into())
     }
 
-    fn deassert(&mut self) -> Result<(), P::Error> {
-        match self.polarity {
-            Polarity::ActiveLow => self.pin.set_high(),
-            Polarity::ActiveHigh => self.pin.set_low(),
+    /// The pulse's first half: count it and assert; on failure release the line (rather
+    /// than leave it in an unknown level) and report the assert error.
+    fn begin(&mut self) -> Result<(), ResetError<P::Error>> {
+        self.pulses = self.pulses.saturating_add(1);
+        self.drive(true).map_err(|error| {
+            let _ = self.drive(false);
+            ResetError::Assert(error)
+        })
+    }
+}
+
+impl<P: OutputPin, D: DelayNs> ResetLine<P, D> {
+    /// One reset pulse.
+    pub fn pulse(&mut self) -> Result<(), ResetError<P::Error>> {
+        self.begin()?;
+        self.delay.delay_ns(self.pulse_ns);
+        self.drive(false).map_err(ResetError::Deassert)?;
+        if self.settle_ns > 0 {
+            self.delay.delay_ns(self.settle_ns);
         }
+        Ok(())
     }
 }
 
@@ -125,5 +119,20 @@ impl<P: OutputPin, D: DelayNs> ResetControl for ResetLine<P, D> {
     fn reset(&mut self, device: DeviceId) -> Result<(), Self::Error> {
         fw_debug!("device {} reset pulse", device.0);
         self.pulse()
+    }
+}
+
+#[cfg(feature = "embassy")]
+impl<P: OutputPin, D: embedded_hal_async::delay::DelayNs> ResetLine<P, D> {
+    /// One reset pulse, the hold (and settle time) awaited, so the executor runs other
+    /// tasks meanwhile.
+    pub async fn pulse_async(&mut self) -> Result<(), ResetError<P::Error>> {
+        self.begin()?;
+        self.delay.delay_ns(self.pulse_ns).await;
+        self.drive(false).map_err(ResetError::Deassert)?;
+        if self.settle_ns > 0 {
+            self.delay.delay_ns(self.settle_ns).await;
+        }
+        Ok(())
     }
 }

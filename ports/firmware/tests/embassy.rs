@@ -63,8 +63,6 @@ struct Outcome {
     events: Vec<Vec<Event>>,
     cycles: u32,
     unloaded: u32,
-    timeouts: u32,
-    sleeps: u32,
     pulse_ms: u64,
     elapsed_ms: u64,
 }
@@ -120,7 +118,6 @@ async fn scenario(
     fw.run_async(signal, |fw| fw.board().unloaded > 0)
         .await
         .unwrap();
-    let stats = fw.stats();
     let (line, board) = fw.into_parts();
     line.into_parts().0.done();
     Outcome {
@@ -138,8 +135,6 @@ async fn scenario(
             .collect(),
         cycles: board.cycles,
         unloaded: board.unloaded,
-        timeouts: stats.timeouts,
-        sleeps: stats.sleeps,
         pulse_ms,
         elapsed_ms: start.elapsed().as_millis(),
     }
@@ -177,9 +172,9 @@ fn async_loop_runs_the_cycle_from_a_signal_and_an_awaited_pulse() {
             ]
         );
     }
-    assert_eq!((o.cycles, o.unloaded, o.timeouts), (1, 1, 0));
-    assert!(o.sleeps >= 1, "the loop awaited the signal");
-    assert!(o.pulse_ms >= 20, "the 20 ms hold was awaited: {o:?}");
+    assert_eq!((o.cycles, o.unloaded), (1, 1));
+    // Asleep on the signal until the interrupt 30 ms in, then the 20 ms hold awaited.
+    assert!(o.pulse_ms >= 50, "{o:?}");
 }
 
 #[test]
@@ -191,7 +186,6 @@ fn timer_at_the_deadline_times_out_a_silent_client() {
         [Event::Reset, Event::ResetEnd { epoch: Epoch(1) }]
     );
     assert_eq!((o.cycles, o.unloaded), (1, 1));
-    assert!(o.timeouts >= 1);
     assert!(
         o.pulse_ms >= 200,
         "woken by Timer::at at the 200 ms deadline: {o:?}"

@@ -1,8 +1,11 @@
-//! The oracle flags each invariant it checks on a hand-made log (so a passing model-checking
-//! run means something).
+//! The firmware's checks over board I/O (`pnp_lifecycle_testkit::firmware_port::check`:
+//! the common oracle over what was observed, plus pulses only when commanded and no fatal
+//! error lost) flag each violation on a hand-made log, so a passing run means something.
 
 use pnp_lifecycle::*;
-use pnp_lifecycle_firmware::oracle::{check, Record};
+use pnp_lifecycle_firmware::IsrOutcome;
+use pnp_lifecycle_testkit::firmware_port::{check, check_board, client_id, Rec};
+use pnp_lifecycle_testkit::observed::{Obs, Seen};
 
 const DEV: DeviceId = DeviceId(0);
 const A: ClientHandle = ClientHandle {
@@ -10,97 +13,148 @@ const A: ClientHandle = ClientHandle {
     slot: 0,
     generation: 0,
 };
+const COMMAND: Rec = Rec::Output(Output::Hardware {
+    device: DEV,
+    command: HardwareCommand::Reset,
+});
+const PULSE: Rec = Rec::Obs(Obs::Hardware {
+    device: DEV,
+    command: HardwareCommand::Reset,
+});
 
-fn notify(event: Event) -> Record {
-    Record::Output(Output::Notify { client: A, event })
-}
-
-fn violation(log: &[Record]) -> String {
-    check(log).expect_err("the oracle missed a violation")
-}
-
-#[test]
-fn a_clean_cycle_passes() {
-    let log = [
-        notify(Event::Reset),
-        Record::Input(Input::ResetExecute { client: A }, Ok(Reply::Accepted)),
-        Record::Output(Output::Hardware {
+fn told(event: Event) -> [Rec; 2] {
+    let client = client_id(A);
+    [
+        Rec::Obs(Obs::Enter {
+            client,
             device: DEV,
-            command: HardwareCommand::Reset,
+            seen: Seen::Event(event),
         }),
-        notify(Event::ResetEnd { epoch: Epoch(1) }),
-    ];
-    assert_eq!(check(&log), Ok(()));
+        Rec::Obs(Obs::Exit { client }),
+    ]
 }
 
-#[test]
-fn i1_notification_after_unregister() {
-    let log = [
-        Record::Input(
-            Input::Unregister { client: A },
-            Ok(Reply::Unregistered(Unregistered::Now)),
-        ),
-        notify(Event::DeviceStopped),
-    ];
-    assert!(violation(&log).starts_with("I1"));
-}
-
-#[test]
-fn i2_output_after_unload_may_finish() {
-    let log = [
-        Record::Output(Output::UnloadMayFinish),
-        Record::Output(Output::UnloadMayFinish),
-    ];
-    assert!(violation(&log).starts_with("I2"));
-}
-
-#[test]
-fn i3_reset_before_the_voter_answered_or_after_surprise_removal() {
-    let early = [
-        notify(Event::Reset),
-        Record::Output(Output::Hardware {
+fn answered() -> [Rec; 2] {
+    let client = client_id(A);
+    [
+        Rec::Obs(Obs::AnswerTried {
+            client,
             device: DEV,
-            command: HardwareCommand::Reset,
         }),
-    ];
-    assert!(violation(&early).starts_with("I3"));
-    let after_surprise = [
-        Record::Input(Input::SurpriseRemoval { device: DEV }, Ok(Reply::Accepted)),
-        Record::Output(Output::Hardware {
-            device: DEV,
-            command: HardwareCommand::Shutdown,
+        Rec::Obs(Obs::AnswerResult {
+            client,
+            accepted: true,
         }),
-    ];
-    assert!(violation(&after_surprise).starts_with("I3"));
+    ]
 }
 
-#[test]
-fn i4_reset_never_answered_or_answered_twice() {
-    assert!(violation(&[notify(Event::Reset)]).starts_with("I4"));
-    let twice = [
-        notify(Event::Reset),
-        notify(Event::ResetEnd { epoch: Epoch(1) }),
-        notify(Event::ResetEnd { epoch: Epoch(1) }),
-    ];
-    assert!(violation(&twice).starts_with("I4"));
-}
-
-#[test]
-fn i5_token_not_completed_exactly_once() {
-    let start = Input::Start {
+fn raise(outcome: IsrOutcome) -> Rec {
+    Rec::Raise {
         device: DEV,
-        token: RequestToken(9),
-    };
-    assert!(violation(&[Record::Input(start, Ok(Reply::Accepted))]).starts_with("I5"));
-    let complete = Record::Output(Output::Complete {
-        device: DEV,
-        token: RequestToken(9),
-        status: Status::Success,
-    });
+        outcome,
+    }
+}
+
+fn log(parts: &[&[Rec]]) -> Vec<Rec> {
+    parts.concat()
+}
+
+const SERVED: IsrOutcome = IsrOutcome::Fed(FatalAnswer::Served(ResetAnswer::Started));
+
+#[test]
+fn a_clean_cycle_from_a_fatal_error_passes() {
+    let clean = log(&[
+        &[raise(SERVED)],
+        &told(Event::Reset),
+        &answered(),
+        &[COMMAND, PULSE],
+        &told(Event::ResetEnd { epoch: Epoch(1) }),
+    ]);
+    assert_eq!(check(&clean, true), Ok(()));
+}
+
+#[test]
+fn a_pulse_before_the_command_is_flagged() {
+    let eager = log(&[
+        &told(Event::Reset),
+        &[PULSE],
+        &answered(),
+        &[COMMAND, PULSE],
+    ]);
+    let finding = check(&eager, false).expect_err("missed");
+    // The common oracle sees the reset before the client answered (I3) first.
+    assert!(finding.starts_with("I3"), "{finding}");
+    let finding = check_board(&eager, false).unwrap_err();
+    assert!(
+        finding.contains("before the core commanded it"),
+        "{finding}"
+    );
+}
+
+#[test]
+fn a_commanded_reset_never_pulsed_is_flagged_when_finished() {
+    let half = log(&[&told(Event::Reset), &answered(), &[COMMAND]]);
+    assert_eq!(check(&half, false), Ok(()));
+    let finding = check_board(&half, true).expect_err("missed");
+    assert!(finding.contains("never pulsed"), "{finding}");
+}
+
+#[test]
+fn a_fatal_error_with_no_reset_after_it_is_flagged() {
+    let cycle = log(&[
+        &told(Event::Reset),
+        &answered(),
+        &[COMMAND, PULSE],
+        &told(Event::ResetEnd { epoch: Epoch(1) }),
+    ]);
+    // Raised (latched) after the cycle's pulse, and nothing follows: lost.
+    let lost = log(&[&cycle, &[raise(IsrOutcome::Latched)]]);
+    let finding = check(&lost, true).expect_err("missed");
+    assert!(finding.contains("was lost: no reset after it"), "{finding}");
+    // Raised before the pulse: served by that cycle.
+    let served = log(&[&[raise(IsrOutcome::Latched)], &cycle]);
+    assert_eq!(check(&served, true), Ok(()));
+    // Answered without a cycle (nothing to reset): fine.
+    let not_live = raise(IsrOutcome::Fed(FatalAnswer::HardwareNotLive(
+        PhaseKind::Failed,
+    )));
+    assert_eq!(check(&log(&[&cycle, &[not_live]]), true), Ok(()));
+    // Removal after it answers it too.
+    let removed = Rec::Output(Output::DeviceRemoved { device: DEV });
+    assert_eq!(check(&log(&[&lost, &[removed]]), true), Ok(()));
+}
+
+#[test]
+fn an_interrupt_that_finds_the_machine_borrowed_is_flagged() {
+    let finding = check(&[raise(IsrOutcome::Busy)], false).expect_err("missed");
+    assert!(
+        finding.contains("interrupt found the machine borrowed"),
+        "{finding}"
+    );
+}
+
+#[test]
+fn the_common_oracle_runs_on_firmware_records() {
+    // I1: a callback after Removed.
+    let late = log(&[
+        &told(Event::Removed { surprise: false }),
+        &told(Event::Reset),
+    ]);
+    assert!(check(&late, false).expect_err("missed").starts_with("I1"));
+    // I4: RESET never ended.
+    let open = log(&[&told(Event::Reset), &answered()]);
+    assert!(check(&open, true).expect_err("missed").starts_with("I4"));
+    // I5: a request completed twice.
     let twice = [
-        Record::Input(start, Ok(Reply::Accepted)),
-        complete,
-        complete,
+        Rec::Obs(Obs::RequestSent { id: 1 }),
+        Rec::Obs(Obs::RequestCompleted {
+            id: 1,
+            success: true,
+        }),
+        Rec::Obs(Obs::RequestCompleted {
+            id: 1,
+            success: true,
+        }),
     ];
-    assert!(violation(&twice).starts_with("I5"));
+    assert!(check(&twice, false).expect_err("missed").starts_with("I5"));
 }

@@ -32,6 +32,7 @@ struct Clients {
     refire_on_reset_end: bool,
     cycles: u32,
     unloaded: u32,
+    answers: usize,
 }
 
 impl Board for Clients {
@@ -58,6 +59,7 @@ impl Board for Clients {
             Event::Removed { .. } => answers.unregister(),
             _ => {}
         }
+        self.answers += answers.inputs().len();
     }
     fn observe(&mut self, output: &Output) {
         match output {
@@ -117,6 +119,7 @@ fn boot(n: usize, pulses: usize) -> (Fw, Vec<ClientHandle>, Rc<Cell<u64>>) {
         refire_on_reset_end: false,
         cycles: 0,
         unloaded: 0,
+        answers: 0,
     };
     let mut fw = Firmware::new(shared, line, board);
     fw.input(Input::AddDevice { device: DEV }).unwrap();
@@ -177,6 +180,7 @@ fn the_interrupt_only_latches_and_the_loop_runs_the_cycle_with_answers_from_call
         Some(PhaseKind::Running)
     );
     assert_eq!(shared.lock(|s| s.pending_len()).unwrap(), 0);
+    assert!(shared.lock(|s| s.is_latched(DEV)).unwrap());
     assert!(fw.has_work().unwrap());
     let (mut idle, _) = idle(&clock);
     fw.run(&mut idle, |fw| fw.board().cycles == 1).unwrap();
@@ -188,13 +192,9 @@ fn the_interrupt_only_latches_and_the_loop_runs_the_cycle_with_answers_from_call
         );
     }
     assert_eq!(fw.with_machine(|m| m.epoch(DEV)).unwrap(), Some(Epoch(1)));
-    assert_eq!(fw.stats().answers, 8); // 4 ResetExecute + 4 AcquireInterface
-    assert_eq!(shared.lock(|s| s.isr_stats().latched).unwrap(), 1);
-    assert!(matches!(
-        shared.lock(|s| s.last_fatal_answer(DEV)).unwrap(),
-        Some(Ok(_))
-    ));
-    // Unload ends it, exactly once.
+    assert_eq!(fw.board().answers, 8); // 4 ResetExecute + 4 AcquireInterface
+    assert!(!shared.lock(|s| s.is_latched(DEV)).unwrap()); // replayed
+                                                           // Unload ends it, exactly once.
     fw.input(Input::Unload).unwrap();
     fw.run(&mut idle, |fw| fw.board().unloaded > 0).unwrap();
     assert_eq!(fw.board().unloaded, 1);
@@ -251,7 +251,6 @@ fn a_silent_client_is_timed_out_through_poll_timeout() {
             idle.sleep(&mut never);
         }
     }
-    assert!(fw.stats().timeouts >= 1);
     assert_eq!(clock.get(), Config::DEFAULT.trusted_ack_timeout);
     assert_eq!(
         events_of(&fw, clients[1]),
