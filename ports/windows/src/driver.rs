@@ -124,7 +124,10 @@ impl<K: Kernel, O: WindowsVocabulary<K>> Driver<K, O> {
     }
 
     fn release(&self, device: DeviceId) {
-        let _ = self.lock(device, |l| Ok(l.release()));
+        let _ = self.lock(device, |l| {
+            l.release();
+            Ok(())
+        });
     }
 
     /// Feed `input` holding the device's remove lock (`IoAcquireRemoveLock` ...
@@ -148,7 +151,10 @@ impl<K: Kernel, O: WindowsVocabulary<K>> Driver<K, O> {
     pub fn add_device(&self, device: DeviceId) -> Result<(), NtStatus> {
         self.runtime.with(|owner, now| {
             owner.feed(now, Input::AddDevice { device })?;
-            self.lock(device, |l| Ok(*l = RemoveLockState::new()))
+            self.lock(device, |l| {
+                *l = RemoveLockState::new();
+                Ok(())
+            })
         })
     }
 

@@ -277,3 +277,23 @@ fn a_failed_reset_reports_pnp_device_failed_until_remove() {
     d.unload().unwrap();
     assert_eq!(d.runtime().inspect(|o| o.anomalies()), 0);
 }
+
+/// The core's `Event::Recovered` (a cycle every voter could recover from) reaches an mlx4
+/// client as RESET_END with the unchanged epoch: the interface has no other end of a reset.
+#[test]
+fn recovered_is_delivered_as_reset_end_with_the_same_epoch() {
+    use pnp_lifecycle::{Epoch, Input};
+    use pnp_lifecycle_windows::{Os, WindowsOs};
+    let os: WindowsOs = WindowsOs::new(Arc::new(Hw));
+    let seen: Events = Arc::default();
+    let s = seen.clone();
+    let callback: pnp_lifecycle_windows::Callback = Arc::new(move |e| s.lock().unwrap().push(e));
+    let client = ClientHandle {
+        device: DEV,
+        slot: 0,
+        generation: 0,
+    };
+    let answer: Option<Input> = os.call(&callback, client, Event::Recovered { epoch: Epoch(3) });
+    assert_eq!(answer, None);
+    assert_eq!(*seen.lock().unwrap(), [Event::ResetEnd { epoch: Epoch(3) }]);
+}

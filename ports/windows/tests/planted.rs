@@ -46,10 +46,13 @@ fn settle() {
     }
 }
 
+/// A client's number and interface, for a callback that makes it leave.
+type Leaver<K, O> = (u32, MlxInterface<K, O>);
+
 /// A client whose `Removed` callback tries its own blocking unregister (refused: it would
 /// wait for itself), then leaves with `unregister_nowait`; the driver unloads.
 fn self_unregister<K: Kernel, O: WindowsVocabulary<K>>(w: Arc<World<K, O>>) {
-    let slot: Arc<K::Monitor<Option<(u32, MlxInterface<K, O>)>>> = Arc::new(Monitor::new(None));
+    let slot: Arc<K::Monitor<Option<Leaver<K, O>>>> = Arc::new(Monitor::new(None));
     let hook_slot = Arc::clone(&slot);
     let log = w.log.clone();
     let c = w

@@ -57,3 +57,18 @@ fn pseudo_random_schedules_pass_and_differ() {
     );
     assert!(resets > 0 && ops > 0 && refused > 0 && logs.len() > 100);
 }
+
+/// The committed fuzz corpus of `windows_unload_race` still replays clean.
+#[test]
+fn fuzz_corpus_replays() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fuzz/corpus/windows_unload_race");
+    let mut n = 0;
+    for entry in std::fs::read_dir(&dir).expect("the seed corpus").flatten() {
+        let data = std::fs::read(entry.path()).expect("a corpus file");
+        run(&data).unwrap_or_else(|e| panic!("{}: {e}", entry.path().display()));
+        n += 1;
+    }
+    println!("windows_unload_race corpus: {n} files replayed");
+    assert!(n > 0);
+}

@@ -1,10 +1,11 @@
 //! The Windows port's cooperative schedule harness (the fuzz target `windows_unload_race`
 //! and `tests/race_replay.rs` run it): the PnP manager sending `IRP_MN_REMOVE_DEVICE`, two
 //! mlx4 clients (one asks for a reset), client 0's I/O thread doing hardware operations,
-//! the notification thread and `DriverUnload` run as thread-free actors over the runtime's
+//! two notification threads and `DriverUnload` run as thread-free actors over the runtime's
 //! [`Owner`](pnp_lifecycle_runtime::Owner), through the port's own pieces ([`WindowsOs`],
-//! [`feed_irp`], [`RemoveLockState`]). Each schedule byte picks which runnable actor takes
-//! its next step; when the bytes run out the actors step round-robin. The notification
+//! [`feed_irp`], [`RemoveLockState`]). The first schedule byte holds remove and unload off
+//! for up to 63 steps; each later byte picks which runnable actor takes its next step; when
+//! the bytes run out the actors step round-robin. A notification
 //! thread carries each work item out with `take` in one step and reports it with `finish`
 //! in a later one.
 
@@ -27,7 +28,8 @@ const STEP_LIMIT: usize = 20_000;
 const CLIENTS: usize = 2;
 const OPS: u32 = 3;
 const NOW: Tick = Tick(0);
-const DISPATCHER: ContextId = ContextId(1);
+/// Notification threads (the runtime's dispatchers; its lanes let two carry work at once).
+const DISPATCHERS: usize = 2;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Pnp {
@@ -60,14 +62,14 @@ struct World {
     irps: Vec<Arc<Irp<StdKernel>>>,
     pnp: Pnp,
     unload: Option<bool>,
-    carrying: Option<Done>,
+    carrying: [Option<Done>; DISPATCHERS],
     io: Option<bool>,
     ops_done: u32,
     epoch: Epoch,
     clients: Vec<Client>,
 }
 
-const ACTORS: usize = 4 + CLIENTS;
+const ACTORS: usize = 3 + CLIENTS + DISPATCHERS;
 
 fn carry_out(os: &TheOs, work: Work<TheOs>) -> Done {
     match work {
@@ -112,7 +114,7 @@ impl World {
             irps: Vec::new(),
             pnp: Pnp::Send,
             unload: None,
-            carrying: None,
+            carrying: [None; DISPATCHERS],
             io: None,
             ops_done: 0,
             epoch: Epoch(0),
@@ -124,9 +126,9 @@ impl World {
             .map_err(e)?;
         let start = w.send(PnpMinor::StartDevice);
         feed_irp(&mut w.owner, NOW, start);
-        while let Some(work) = w.owner.take(DISPATCHER) {
+        while let Some(work) = w.owner.take(ContextId(1)) {
             let done = carry_out(&w.os, work);
-            w.owner.finish(NOW, DISPATCHER, done);
+            w.owner.finish(NOW, ContextId(1), done);
         }
         w.observe_completions();
         for i in 0..CLIENTS {
@@ -191,13 +193,12 @@ impl World {
     }
 
     fn finished(&self, actor: usize) -> bool {
-        let drained = self.owner.unload_complete() && self.carrying.is_none();
         match actor {
             0 => self.pnp == Pnp::Done,
             1 => self.unload == Some(true),
-            2 => drained,
-            3 => self.io == Some(false),
-            n => self.clients.get(n - 4).is_none_or(|c| c.step == Step::Done),
+            2 => self.io == Some(false),
+            n if n < 3 + CLIENTS => self.clients.get(n - 3).is_none_or(|c| c.step == Step::Done),
+            n => self.owner.unload_complete() && self.carrying[n - 3 - CLIENTS].is_none(),
         }
     }
 
@@ -213,9 +214,11 @@ impl World {
                 Pnp::Done => false,
             },
             1 => self.unload.is_none() || self.owner.unload_complete(),
-            2 => self.carrying.is_some() || self.owner.work_ready(),
-            3 => true,
-            n => match self.clients.get(n - 4) {
+            2 => true,
+            n if n >= 3 + CLIENTS => {
+                self.carrying[n - 3 - CLIENTS].is_some() || self.owner.work_ready()
+            }
+            n => match self.clients.get(n - 3) {
                 Some(c) => match c.step {
                     Step::Request => true,
                     Step::Run => !c
@@ -244,19 +247,21 @@ impl World {
                     self.log.push(Obs::UnloadReturned);
                 }
             },
-            2 => {
-                match self.carrying.take() {
-                    Some(done) => self.owner.finish(NOW, DISPATCHER, done),
+            2 => self.step_io(),
+            n if n < 3 + CLIENTS => self.step_client(n - 3),
+            n => {
+                let d = n - 3 - CLIENTS;
+                let context = ContextId(d as u64 + 1);
+                match self.carrying[d].take() {
+                    Some(done) => self.owner.finish(NOW, context, done),
                     None => {
-                        if let Some(work) = self.owner.take(DISPATCHER) {
-                            self.carrying = Some(carry_out(&self.os, work));
+                        if let Some(work) = self.owner.take(context) {
+                            self.carrying[d] = Some(carry_out(&self.os, work));
                         }
                     }
                 }
                 self.observe_completions();
             }
-            3 => self.step_io(),
-            n => self.step_client(n - 4),
         }
     }
 
@@ -406,10 +411,16 @@ pub fn observe(schedule: &[u8]) -> (Result<(), String>, Vec<Obs>) {
 }
 
 fn drive(w: &mut World, schedule: &[u8]) -> Result<(), String> {
-    let mut bytes = schedule.iter();
+    // The first byte holds remove and unload off for that many steps while others can move
+    // (so reset cycles are reached too); the rest pick actors.
+    let hold_off = schedule.first().map_or(0, |&b| usize::from(b % 64));
+    let mut bytes = schedule.iter().skip(1);
     let mut rr = 0usize;
-    for _ in 0..STEP_LIMIT {
-        let runnable: Vec<usize> = (0..ACTORS).filter(|&a| w.runnable(a)).collect();
+    for step in 0..STEP_LIMIT {
+        let mut runnable: Vec<usize> = (0..ACTORS).filter(|&a| w.runnable(a)).collect();
+        if step < hold_off && runnable.iter().any(|&a| a > 1) {
+            runnable.retain(|&a| a > 1);
+        }
         if runnable.is_empty() {
             if let Some(a) = (0..ACTORS).find(|&a| !w.finished(a)) {
                 w.verdict(false)?;
