@@ -63,7 +63,12 @@ fn main() {
         callback_timeout: 200,
         operation_timeout: 500,
     };
-    let d = Arc::new(Driver::new(config, Arc::new(NullHardware)));
+    let clock = Arc::new(MonotonicClock::new());
+    let d = Arc::new(Driver::<StdKernel>::with_clock(
+        config,
+        Arc::new(NullHardware),
+        clock.clone(),
+    ));
     let ib = PortCaps {
         protocol: Protocol::Ib,
         max_mtu: 4096,
@@ -99,7 +104,6 @@ fn main() {
     let timer = {
         let d = d.clone();
         thread::spawn(move || {
-            let clock = d.clock();
             while let Some(at) = d.wait_tick_needed() {
                 let now = clock.now();
                 if now < at {
@@ -157,6 +161,6 @@ fn main() {
             ClientKind::Trusted
         ))
     );
-    println!("[driver] cycles: {:?}", d.cycles());
-    println!("[driver] audit: {:?}", d.audit(true));
+    println!("[driver] epoch after the cycle: {:?}", d.epoch(DEV));
+    println!("[driver] dmesg: {:?}", d.kernel_log());
 }

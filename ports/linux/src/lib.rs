@@ -1,32 +1,34 @@
 //! # pnp-lifecycle-linux
 //!
-//! The Linux port of `pnp-lifecycle`, in the shape of an RDMA provider driver: an
-//! `ib_client` registry (`add` / `remove` callbacks, [`Driver::register_client`],
+//! The Linux port of `pnp-lifecycle`, in the shape of an RDMA provider driver: the
+//! `ib_client` registry ([`IbClient`] `add` / `remove`, [`Driver::register_client`],
 //! [`Driver::unregister_client`] that returns only when no callback of the client runs or
-//! will run), PCI probe / remove, PCI error recovery mapped onto the core's reset cycle
-//! (`error_detected` → `RESET`, `slot_reset` → hardware reset, `resume` → `RESET_END`;
-//! `reset_prepare` / `reset_done` for a function reset; `pci_channel_io_perm_failure` →
-//! surprise removal), revocable user-space contexts (uverbs disassociate: `EIO`), IB port
-//! events and `ib_query_port` with the link down.
+//! will run), PCI probe / remove, PCI error recovery on the core's reset cycle
+//! (`error_detected` → `RESET` with each client's vote, `mmio_enabled`, `slot_reset` →
+//! hardware reset, `resume` → `RESET_END`; `reset_prepare` / `reset_done` around a
+//! function reset; `pci_channel_io_perm_failure` → surprise removal), uverbs-style
+//! disassociate as the fence, errno values, IB port events and `ib_query_port`.
 //!
-//! Every lifecycle rule lives in the core; this crate owns the lock, the threads and the
-//! vocabulary. Client callbacks are never called with the port's lock held. See the
-//! README for the name mapping.
+//! The concurrency is the shared owner runtime's ([`pnp_lifecycle_runtime`]) with
+//! [`Dispatch::Inline`]: callers carry out the callbacks their call caused, as `ib_core`
+//! does. Every lifecycle rule is the core's; the driver asks the machine
+//! ([`Driver::runtime`]) rather than keeping copies. See the README for the name mapping.
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
-pub mod clock;
-pub mod driver;
+mod driver;
 pub mod errno;
-pub mod oracle;
-#[cfg(feature = "race")]
-pub mod race;
-mod sync;
+mod os;
 
-#[cfg(test)]
-mod shuttle_tests;
-
-pub use clock::{Clock, ManualClock, MonotonicClock};
-pub use driver::*;
+pub use driver::{
+    Driver, LinuxOwner, LinuxPort, LinuxRuntime, PortAttr, MAX_CLIENTS, MAX_DEVICES, MAX_PORTS,
+};
 pub use errno::{errno_of, Errno, LinuxError};
+pub use os::{
+    failure_text, ClientId, Hardware, IbClient, IbEvent, Job, LinuxOs, NullHardware,
+    PciChannelState, PciErsResult, Pending, RemoveCause, KERNEL_LOG_LINES,
+};
+pub use pnp_lifecycle_runtime::{
+    Clock, Dispatch, Kernel, ManualClock, MonotonicClock, StdKernel, WouldDeadlock,
+};

@@ -1,0 +1,420 @@
+//! The Linux vocabulary: `ib_client` callbacks, the driver's hardware hooks, PCI error
+//! recovery's types, and [`LinuxOs`], which carries out the runtime's work in those words.
+//! No lifecycle rule lives here: what a callback answers becomes a core input.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
+
+use pnp_lifecycle::{
+    ClientHandle, ClientKind, DeviceId, Epoch, Event, FailureCause, HardwareCommand, Input,
+    LinkState, PhysPort, ResetResult, StartResult,
+};
+use pnp_lifecycle_runtime::{Completion, News, Os};
+
+use crate::driver::MAX_DEVICES;
+
+/// An `ib_register_client` registration (or an opened uverbs context), never reused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ClientId(pub u32);
+
+/// Why a client's `remove` callback runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RemoveCause {
+    /// The device goes away (PCI remove, module unload); `surprise` for a hot unplug or
+    /// `pci_channel_io_perm_failure`.
+    DeviceRemoved {
+        /// Whether the hardware vanished.
+        surprise: bool,
+    },
+    /// The client itself called `ib_unregister_client`.
+    ClientUnregistered,
+}
+
+/// An IB asynchronous event (`struct ib_event`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IbEvent {
+    /// `IB_EVENT_PORT_ACTIVE`: the port reached ACTIVE.
+    PortActive(PhysPort),
+    /// `IB_EVENT_PORT_ERR`: the port left ACTIVE (now DOWN, INIT or ARMED).
+    PortErr(PhysPort),
+    /// `IB_EVENT_DEVICE_FATAL`: the device failed; only removal follows.
+    DeviceFatal,
+}
+
+impl IbEvent {
+    /// The Linux constant's name.
+    pub fn linux_name(&self) -> &'static str {
+        match self {
+            IbEvent::PortActive(_) => "IB_EVENT_PORT_ACTIVE",
+            IbEvent::PortErr(_) => "IB_EVENT_PORT_ERR",
+            IbEvent::DeviceFatal => "IB_EVENT_DEVICE_FATAL",
+        }
+    }
+}
+
+/// `pci_channel_state_t`, the argument of `error_detected`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PciChannelState {
+    /// `pci_channel_io_normal`: the link still works; a reset is wanted.
+    Normal,
+    /// `pci_channel_io_frozen`: MMIO is blocked until a slot reset.
+    Frozen,
+    /// `pci_channel_io_perm_failure`: the device is dead (surprise removal).
+    PermFailure,
+}
+
+/// `pci_ers_result_t`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PciErsResult {
+    /// `PCI_ERS_RESULT_NONE`: from a client: no vote yet, it answers later.
+    None,
+    /// `PCI_ERS_RESULT_CAN_RECOVER`: quiesced, no reset needed.
+    CanRecover,
+    /// `PCI_ERS_RESULT_NEED_RESET`: quiesced, a reset is needed.
+    NeedReset,
+    /// `PCI_ERS_RESULT_DISCONNECT`: give up on the device (from a client: detach).
+    Disconnect,
+    /// `PCI_ERS_RESULT_RECOVERED`: the device works again.
+    Recovered,
+}
+
+impl PciErsResult {
+    /// The Linux constant's name.
+    pub fn linux_name(&self) -> &'static str {
+        match self {
+            PciErsResult::None => "PCI_ERS_RESULT_NONE",
+            PciErsResult::CanRecover => "PCI_ERS_RESULT_CAN_RECOVER",
+            PciErsResult::NeedReset => "PCI_ERS_RESULT_NEED_RESET",
+            PciErsResult::Disconnect => "PCI_ERS_RESULT_DISCONNECT",
+            PciErsResult::Recovered => "PCI_ERS_RESULT_RECOVERED",
+        }
+    }
+}
+
+/// A client's callbacks (`struct ib_client` and its event handler). Never called with a
+/// lock held, never two at once for one attachment; a blocking entry point of the driver
+/// called from one returns `EDEADLK`.
+pub trait IbClient: Send + Sync {
+    /// `add(struct ib_device *)`: attached to `dev`.
+    fn add(&self, dev: DeviceId);
+    /// `remove(struct ib_device *, void *)`: the last callback for `dev`; returning detaches.
+    fn remove(&self, dev: DeviceId, cause: RemoveCause);
+    /// `RESET` of a reset cycle, shaped as `error_detected`: quiesce, then vote.
+    /// `NeedReset` acks, `CanRecover` acks needing no reset (if every voter says so the
+    /// cycle ends without one, except in a function reset, where it acks like
+    /// `NeedReset`), `None` votes later ([`crate::Driver::reset_ack`] /
+    /// [`crate::Driver::recover_ack`]), `Disconnect` detaches from `dev`.
+    fn error_detected(&self, dev: DeviceId) -> PciErsResult {
+        let _ = dev;
+        PciErsResult::NeedReset
+    }
+    /// `resume`: the device is back at `epoch` (after a reset: a new interface; after a
+    /// cycle every voter could recover from: the same one).
+    fn resume(&self, dev: DeviceId, epoch: Epoch) {
+        let _ = (dev, epoch);
+    }
+    /// An asynchronous event (`ib_event_handler`).
+    fn event(&self, dev: DeviceId, event: IbEvent) {
+        let _ = (dev, event);
+    }
+    /// uverbs disassociate: the context was revoked; the last callback for `dev`, and
+    /// every later call on it fails with `EIO`.
+    fn disassociate(&self, dev: DeviceId) {
+        let _ = dev;
+    }
+    /// Not a callback: the context on `dev` was fenced (disassociated while a callback or
+    /// operation of it ran: that one returned, or, with `overran`, still runs past the
+    /// grace and reaches nothing). Nothing else follows for `dev`. Must not block.
+    fn disassociated(&self, dev: DeviceId, overran: bool) {
+        let _ = (dev, overran);
+    }
+}
+
+/// The driver's hardware hooks, called outside any lock.
+pub trait Hardware: Send + Sync {
+    /// Probe-time start (claim BARs and IRQs, bring the firmware up).
+    fn start(&self, dev: DeviceId) -> StartResult {
+        let _ = dev;
+        StartResult::Started
+    }
+    /// Re-initialise after the slot or function reset (`slot_reset`, `reset_done`).
+    fn reset(&self, dev: DeviceId) -> ResetResult {
+        let _ = dev;
+        ResetResult::Succeeded
+    }
+    /// `Shutdown` / `ReleaseResources` (fire and forget).
+    fn command(&self, dev: DeviceId, command: HardwareCommand) {
+        let _ = (dev, command);
+    }
+}
+
+/// Hardware on which everything succeeds.
+#[derive(Debug, Default)]
+pub struct NullHardware;
+impl Hardware for NullHardware {}
+
+/// A PCI request (probe's start, remove) the machine completes later; clones share it.
+#[derive(Debug, Clone, Default)]
+pub struct Pending(Arc<OnceLock<Completion>>);
+
+impl Pending {
+    /// How it ended, once it did.
+    pub fn completion(&self) -> Option<Completion> {
+        self.0.get().copied()
+    }
+}
+
+/// The port's own work, ordered with the machine's.
+#[derive(Debug, Clone, Copy)]
+pub enum Job {
+    /// `client->add(ibdev)` for a new attachment.
+    Add {
+        /// The registration.
+        client: ClientId,
+        /// The attachment.
+        handle: ClientHandle,
+    },
+}
+
+/// Kernel log lines kept (`dmesg`), the oldest dropped first.
+pub const KERNEL_LOG_LINES: usize = 64;
+
+/// One registration's attachment to a device.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Attachment {
+    pub(crate) handle: ClientHandle,
+    /// The interface the context holds: its own object, handed to it with `add` and
+    /// `resume` and shown with every hardware access, as a verbs context holds its
+    /// `ib_ucontext`. The core keeps the device's epoch; this is which one the context
+    /// uses (stale after a reset until its `resume` ran).
+    pub(crate) epoch: Epoch,
+    /// `add` ran (so `remove` is owed on unregister).
+    pub(crate) added: bool,
+    /// `ib_unregister_client` began while the core still had it active: `remove` is owed.
+    pub(crate) remove_owed: bool,
+}
+
+/// An `ib_client` registration.
+pub(crate) struct Registration {
+    pub(crate) id: ClientId,
+    pub(crate) ops: Arc<dyn IbClient>,
+    pub(crate) kind: ClientKind,
+    /// Not yet unregistered.
+    pub(crate) live: bool,
+    pub(crate) at: [Option<Attachment>; MAX_DEVICES],
+}
+
+/// What the PCI core did with a device that the machine does not know.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct PciDev {
+    /// Physical ports, as probed.
+    pub(crate) ports: u8,
+    /// A function reset (`reset_prepare`) runs: the reset happens whatever clients vote.
+    pub(crate) forced: bool,
+    /// `slot_reset` / `reset_prepare` took the commanded reset; its report is owed
+    /// (`resume`, `reset_done`, or remove).
+    pub(crate) claimed: bool,
+}
+
+/// The port's own state: the `ib_client` registry, the PCI core's side of each device
+/// and the kernel log. Locked briefly, never while calling out, and only on its own or
+/// inside the runtime's lock (never the other way round).
+#[derive(Default)]
+pub(crate) struct PortState {
+    pub(crate) clients: Vec<Registration>,
+    pub(crate) next_client: u32,
+    pub(crate) devs: [PciDev; MAX_DEVICES],
+    pub(crate) log: VecDeque<String>,
+}
+
+impl PortState {
+    pub(crate) fn reg(&mut self, id: ClientId) -> Option<&mut Registration> {
+        self.clients.iter_mut().find(|c| c.id == id)
+    }
+
+    pub(crate) fn attachment(&mut self, h: ClientHandle) -> Option<(&mut Registration, usize)> {
+        let d = usize::from(h.device.0);
+        self.clients
+            .iter_mut()
+            .find(|c| {
+                c.at.get(d)
+                    .copied()
+                    .flatten()
+                    .is_some_and(|a| a.handle == h)
+            })
+            .map(|c| (c, d))
+    }
+}
+
+/// The Linux vocabulary the runtime carries work out in.
+pub struct LinuxOs {
+    hw: Arc<dyn Hardware>,
+    state: Mutex<PortState>,
+}
+
+impl LinuxOs {
+    /// A port over `hw`, with no client.
+    pub fn new(hw: Arc<dyn Hardware>) -> Self {
+        LinuxOs {
+            hw,
+            state: Mutex::new(PortState::default()),
+        }
+    }
+
+    /// The hardware hooks.
+    pub fn hardware(&self) -> &dyn Hardware {
+        &*self.hw
+    }
+
+    /// The kernel log (`dmesg`), oldest first, at most [`KERNEL_LOG_LINES`] lines.
+    pub fn kernel_log(&self) -> Vec<String> {
+        self.state().log.iter().cloned().collect()
+    }
+
+    pub(crate) fn state(&self) -> MutexGuard<'_, PortState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn ops_of(&self, h: ClientHandle) -> Option<Arc<dyn IbClient>> {
+        self.state().attachment(h).map(|(r, _)| r.ops.clone())
+    }
+}
+
+/// The text of a failure cause, as the port logs it.
+pub fn failure_text(cause: FailureCause) -> &'static str {
+    match cause {
+        FailureCause::StartFailed => "the hardware start failed",
+        FailureCause::ResetFailed => "the hardware reset failed",
+        FailureCause::ClientMissedDeadline => "a trusted client missed its deadline",
+        FailureCause::EpochExhausted => "the reset epoch counter is exhausted",
+        _ => "an unknown cause",
+    }
+}
+
+impl Os for LinuxOs {
+    type Callback = Arc<dyn IbClient>;
+    type Request = Pending;
+    type Job = Job;
+
+    fn call(&self, ops: &Arc<dyn IbClient>, client: ClientHandle, event: Event) -> Option<Input> {
+        let dev = client.device;
+        match event {
+            Event::Reset => {
+                let vote = ops.error_detected(dev);
+                let forced = self.state().devs[usize::from(dev.0) % MAX_DEVICES].forced;
+                match vote {
+                    PciErsResult::CanRecover if !forced => Some(Input::CanRecover { client }),
+                    PciErsResult::NeedReset
+                    | PciErsResult::CanRecover
+                    | PciErsResult::Recovered => Some(Input::ResetExecute { client }),
+                    PciErsResult::Disconnect => Some(Input::Unregister { client }),
+                    PciErsResult::None => None,
+                }
+            }
+            Event::ResetEnd { epoch } => {
+                if let Some((r, d)) = self.state().attachment(client) {
+                    if let Some(a) = r.at[d].as_mut() {
+                        a.epoch = epoch;
+                    }
+                }
+                ops.resume(dev, epoch);
+                Some(Input::AcquireInterface { client })
+            }
+            Event::Recovered { epoch } => {
+                ops.resume(dev, epoch);
+                None
+            }
+            Event::LinkChanged { port, state } => {
+                let event = match state {
+                    LinkState::Active => IbEvent::PortActive(port),
+                    _ => IbEvent::PortErr(port),
+                };
+                ops.event(dev, event);
+                None
+            }
+            Event::DeviceFatal => {
+                ops.event(dev, IbEvent::DeviceFatal);
+                None
+            }
+            Event::Removed { surprise } => {
+                ops.remove(dev, RemoveCause::DeviceRemoved { surprise });
+                Some(Input::Unregister { client }) // returning from remove() detaches
+            }
+            Event::Revoked => {
+                ops.disassociate(dev);
+                None
+            }
+            // Clients are added to probed devices only: never a start or stop event.
+            Event::DeviceStarted { .. } | Event::DeviceStopped => None,
+        }
+    }
+
+    fn hardware(&self, device: DeviceId, command: HardwareCommand) -> Option<Input> {
+        match command {
+            HardwareCommand::Start => Some(Input::StartDone {
+                device,
+                result: self.hw.start(device),
+            }),
+            // The PCI core runs it: `slot_reset` or the function reset, then `reset_done`.
+            HardwareCommand::Reset => None,
+            _ => {
+                self.hw.command(device, command);
+                None
+            }
+        }
+    }
+
+    fn complete(&self, request: Pending, completion: Completion) {
+        let _ = request.0.set(completion);
+    }
+
+    fn job(&self, job: Job) -> Option<Input> {
+        let Job::Add { client, handle } = job;
+        let dev = handle.device;
+        let ops = {
+            let mut s = self.state();
+            let r = s.reg(client)?;
+            // Unregistered before its add ran: no add, so no remove either.
+            let live = r.live && r.at[usize::from(dev.0)].is_some_and(|a| a.handle == handle);
+            if live {
+                r.at[usize::from(dev.0)].as_mut()?.added = true;
+            }
+            live.then(|| r.ops.clone())
+        };
+        if let Some(ops) = ops {
+            ops.add(dev);
+        }
+        None
+    }
+
+    /// `add` runs in its attachment's lane: before any other callback of it, never beside
+    /// one, and cancelled by its fence.
+    fn job_client(job: &Job) -> Option<ClientHandle> {
+        let Job::Add { handle, .. } = job;
+        Some(*handle)
+    }
+
+    fn news(&self, news: News) {
+        match news {
+            News::Fenced { client, overran } => {
+                if let Some(ops) = self.ops_of(client) {
+                    ops.disassociated(client.device, overran);
+                }
+            }
+            News::DeviceFailed { device, cause } => {
+                let mut s = self.state();
+                if s.log.len() == KERNEL_LOG_LINES {
+                    s.log.pop_front();
+                }
+                // dev_err(): the PCI error path answers DISCONNECT until removal.
+                s.log.push_back(format!(
+                    "pnp-lifecycle {}: device failed: {} ({cause:?}); PCI error recovery \
+                     answers DISCONNECT until removal",
+                    device.0,
+                    failure_text(cause)
+                ));
+            }
+            _ => {}
+        }
+    }
+}

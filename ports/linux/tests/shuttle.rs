@@ -1,0 +1,392 @@
+//! Concurrency tests of the Linux port under shuttle (random and PCT schedulers), one per
+//! finding. Each asserts the common oracle over what clients, hardware and requests
+//! observed, plus the finding's own behaviour. Schedules per scheduler:
+//! `PNP_LINUX_SHUTTLE_ITERS` (default 1000).
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use pnp_lifecycle::{ClientKind, DeviceId, Event, HardwareCommand, LinkState, PhysPort};
+use pnp_lifecycle_linux::{IbClient, IbEvent, PciChannelState, PciErsResult, RemoveCause};
+use pnp_lifecycle_testkit::linux_port::{
+    explore, iterations, late_ack, shuttle_driver, timer, Recorder, CONFIG, DEV,
+};
+use pnp_lifecycle_testkit::observed::{check, Log, Obs, Seen};
+use shuttle::sync::{Condvar, Mutex};
+use shuttle::thread;
+
+const TRUSTED: ClientKind = ClientKind::Trusted;
+const UNTRUSTED: ClientKind = ClientKind::Untrusted;
+
+fn iters() -> usize {
+    iterations(1000)
+}
+
+fn resets(log: &[Obs]) -> Vec<usize> {
+    let reset = |o: &Obs| {
+        matches!(
+            o,
+            Obs::Hardware {
+                command: HardwareCommand::Reset,
+                ..
+            }
+        )
+    };
+    log.iter()
+        .enumerate()
+        .filter(|(_, o)| reset(o))
+        .map(|(i, _)| i)
+        .collect()
+}
+
+fn finish(log: &Log) -> Vec<Obs> {
+    log.push(Obs::UnloadReturned);
+    let log = log.snapshot();
+    if let Err(e) = check(&log, true) {
+        panic!("{e}\nlog: {log:?}");
+    }
+    log
+}
+
+/// Finding: a permanent failure reported straight after `error_detected`, with no
+/// `slot_reset`, left PCI remove waiting forever for the reset the port had ordered.
+#[test]
+fn perm_failure_straight_after_error_detected_lets_remove_finish() {
+    explore("perm failure after error_detected", iters(), || {
+        let clients = [
+            (PciErsResult::NeedReset, TRUSTED),
+            (PciErsResult::None, UNTRUSTED),
+        ];
+        let (d, log, ids, clock) = shuttle_driver(CONFIG, &clients);
+        let t = {
+            let (d, clock) = (d.clone(), clock.clone());
+            thread::spawn(move || timer(&d, &clock, &[]))
+        };
+        let user = {
+            let (d, log, id) = (d.clone(), log.clone(), ids[1]);
+            thread::spawn(move || late_ack(&d, &log, 1, id))
+        };
+        let pci = {
+            let (d, log) = (d.clone(), log.clone());
+            thread::spawn(move || {
+                let first = d.error_detected(DEV, PciChannelState::Frozen);
+                assert!(matches!(
+                    first,
+                    PciErsResult::NeedReset | PciErsResult::Disconnect
+                ));
+                let perm = d.error_detected(DEV, PciChannelState::PermFailure);
+                assert_eq!(perm, PciErsResult::Disconnect);
+                log.push(Obs::RequestSent { id: 1 });
+                let removed = d.remove(DEV);
+                log.push(Obs::RequestCompleted {
+                    id: 1,
+                    success: removed.is_ok(),
+                });
+                removed
+            })
+        };
+        pci.join().unwrap().expect("PCI remove returns");
+        user.join().unwrap();
+        d.unload().expect("unload");
+        t.join().unwrap();
+        let log = finish(&log);
+        assert!(resets(&log).is_empty(), "nobody ran a slot_reset: {log:?}");
+    });
+}
+
+/// Finding: `reset_prepare` re-initialised before the function reset and `reset_done`
+/// touched nothing. Now prepare only quiesces (every client votes first) and done
+/// re-initialises after the reset, then clients resume.
+#[test]
+fn reset_prepare_quiesces_and_reset_done_reinitialises_after_the_function_reset() {
+    explore("reset_prepare / reset_done order", iters(), || {
+        let clients = [
+            (PciErsResult::NeedReset, TRUSTED),
+            (PciErsResult::CanRecover, TRUSTED),
+        ];
+        let (d, log, _, _clock) = shuttle_driver(CONFIG, &clients);
+        let sm = {
+            let d = d.clone();
+            thread::spawn(move || {
+                let _ = d.set_port_state(DEV, PhysPort(0), LinkState::Active);
+            })
+        };
+        let pci = {
+            let (d, log) = (d.clone(), log.clone());
+            thread::spawn(move || {
+                d.reset_prepare(DEV).expect("reset_prepare");
+                // The PCI core's function reset.
+                log.push(Obs::Hardware {
+                    device: DEV,
+                    command: HardwareCommand::Reset,
+                });
+                d.reset_done(DEV);
+            })
+        };
+        pci.join().unwrap();
+        sm.join().unwrap();
+        assert_eq!(
+            d.epoch(DEV).map(|e| e.0),
+            Some(1),
+            "the function reset is a reset"
+        );
+        d.unload().expect("unload");
+        let log = finish(&log);
+        let r = resets(&log);
+        assert_eq!(r.len(), 2, "the function reset, then the re-init: {log:?}");
+        for client in [0, 1] {
+            let at = |seen: Seen| {
+                log.iter().position(|o| {
+                    *o == Obs::Enter {
+                        client,
+                        device: DEV,
+                        seen,
+                    }
+                })
+            };
+            let voted = at(Seen::Event(Event::Reset)).expect("quiesced");
+            assert!(
+                voted < r[0],
+                "client {client} quiesced before the function reset"
+            );
+            let resumed = log.iter().position(|o| {
+                matches!(o, Obs::Enter { client: c, seen: Seen::Event(Event::ResetEnd { .. }), .. } if *c == client)
+            });
+            assert!(
+                resumed.expect("resumed") > r[1],
+                "client {client} resumed after the re-init"
+            );
+        }
+    });
+}
+
+static RECOVERED_AT_ONCE: AtomicUsize = AtomicUsize::new(0);
+
+/// Finding: `error_detected` always answered `NEED_RESET`. When every client votes
+/// `CAN_RECOVER` the cycle ends without a reset: `CAN_RECOVER` and `mmio_enabled` →
+/// `RECOVERED` (or, if another thread carried the votes out, `slot_reset` → `RECOVERED`
+/// with no reset).
+#[test]
+fn every_client_can_recover_so_no_reset_and_mmio_enabled_recovers() {
+    RECOVERED_AT_ONCE.store(0, Ordering::SeqCst);
+    explore("CAN_RECOVER and mmio_enabled", iters(), || {
+        let clients = [
+            (PciErsResult::CanRecover, TRUSTED),
+            (PciErsResult::CanRecover, TRUSTED),
+        ];
+        let (d, log, _, _clock) = shuttle_driver(CONFIG, &clients);
+        let sm = {
+            let d = d.clone();
+            thread::spawn(move || {
+                let _ = d.set_port_state(DEV, PhysPort(0), LinkState::Active);
+            })
+        };
+        let answer = d.error_detected(DEV, PciChannelState::Frozen);
+        match answer {
+            PciErsResult::CanRecover => {
+                RECOVERED_AT_ONCE.fetch_add(1, Ordering::SeqCst);
+                assert_eq!(d.mmio_enabled(DEV), PciErsResult::Recovered);
+            }
+            PciErsResult::NeedReset => assert_eq!(d.slot_reset(DEV), PciErsResult::Recovered),
+            other => panic!("error_detected answered {other:?}"),
+        }
+        d.resume(DEV);
+        sm.join().unwrap();
+        assert_eq!(d.epoch(DEV).map(|e| e.0), Some(0), "no reset: same epoch");
+        d.unload().expect("unload");
+        let log = finish(&log);
+        assert!(resets(&log).is_empty(), "no hardware reset: {log:?}");
+    });
+    assert!(
+        RECOVERED_AT_ONCE.load(Ordering::SeqCst) > 0,
+        "CAN_RECOVER never answered"
+    );
+}
+
+/// A gate: (entered, open).
+type Gate = Arc<(Mutex<(bool, bool)>, Condvar)>;
+
+fn gate_wait(gate: &Gate, ready: impl Fn(&(bool, bool)) -> bool) {
+    let (m, cv) = &**gate;
+    let mut g = m.lock().unwrap();
+    while !ready(&g) {
+        g = cv.wait(g).unwrap();
+    }
+}
+
+fn gate_set(gate: &Gate, f: impl FnOnce(&mut (bool, bool))) {
+    let (m, cv) = &**gate;
+    f(&mut m.lock().unwrap());
+    cv.notify_all();
+}
+
+/// A client whose port events never return until the test opens the gate.
+struct Stuck {
+    inner: Arc<Recorder>,
+    gate: Gate,
+}
+
+impl IbClient for Stuck {
+    fn add(&self, dev: DeviceId) {
+        self.inner.add(dev)
+    }
+    fn remove(&self, dev: DeviceId, cause: RemoveCause) {
+        self.inner.remove(dev, cause)
+    }
+    fn event(&self, dev: DeviceId, event: IbEvent) {
+        self.inner.event(dev, event);
+        gate_set(&self.gate, |g| g.0 = true);
+        gate_wait(&self.gate, |g| g.1);
+    }
+    fn disassociate(&self, dev: DeviceId) {
+        self.inner.disassociate(dev)
+    }
+    fn disassociated(&self, dev: DeviceId, overran: bool) {
+        self.inner.disassociated(dev, overran)
+    }
+}
+
+/// Finding: a callback stuck behind a flood of link changes, then surprise removal and
+/// PCI remove. Remove and the other client are held up by at most the callback deadline
+/// plus the fence grace (on the runtime's manual clock); the backlog stays bounded.
+#[test]
+fn a_stuck_callback_behind_a_link_flood_holds_up_remove_by_at_most_deadline_and_grace() {
+    const GRACE: u64 = 50;
+    explore(
+        "stuck callback, link flood, perm failure, remove",
+        iters(),
+        || {
+            let (d, log, _, clock) = shuttle_driver(CONFIG, &[(PciErsResult::NeedReset, TRUSTED)]);
+            d.set_fence_grace(GRACE);
+            let gate: Gate = Arc::default();
+            let inner = Recorder::yielding(1, PciErsResult::NeedReset, &log);
+            let stuck = Stuck {
+                inner,
+                gate: gate.clone(),
+            };
+            let stuck = d
+                .register_client(Arc::new(stuck), TRUSTED)
+                .expect("register");
+            // The subnet manager's thread carries the event out and is caught in the callback.
+            let sm = {
+                let d = d.clone();
+                thread::spawn(move || d.set_port_state(DEV, PhysPort(0), LinkState::Active))
+            };
+            gate_wait(&gate, |g| g.0);
+            let t = {
+                let (d, clock) = (d.clone(), clock.clone());
+                thread::spawn(move || timer(&d, &clock, &[stuck]))
+            };
+            let flood = {
+                let d = d.clone();
+                thread::spawn(move || {
+                    for i in 0..20u32 {
+                        let state = if i % 2 == 0 {
+                            LinkState::Down
+                        } else {
+                            LinkState::Active
+                        };
+                        let _ = d.set_port_state(DEV, PhysPort(0), state);
+                    }
+                    assert!(d.backlog() <= 4, "backlog {}", d.backlog());
+                })
+            };
+            let pci = {
+                let (d, log, clock) = (d.clone(), log.clone(), clock.clone());
+                thread::spawn(move || {
+                    d.error_detected(DEV, PciChannelState::PermFailure);
+                    log.push(Obs::RequestSent { id: 1 });
+                    let removed = d.remove(DEV);
+                    log.push(Obs::RequestCompleted {
+                        id: 1,
+                        success: removed.is_ok(),
+                    });
+                    removed.expect("remove");
+                    let now = pnp_lifecycle_runtime::Clock::now(&*clock).0;
+                    assert!(
+                        now <= CONFIG.callback_timeout + GRACE,
+                        "remove held up until {now}"
+                    );
+                })
+            };
+            pci.join().unwrap();
+            flood.join().unwrap();
+            gate_set(&gate, |g| g.1 = true);
+            let _ = sm.join().unwrap();
+            d.unload().expect("unload");
+            t.join().unwrap();
+            let log = finish(&log);
+            let removed = log.iter().any(|o| {
+                matches!(
+                    o,
+                    Obs::Enter {
+                        client: 0,
+                        seen: Seen::Event(Event::Removed { .. }),
+                        ..
+                    }
+                )
+            });
+            assert!(removed, "the other client got its remove: {log:?}");
+            let stuck_at = log.iter().position(|o| {
+                let link = Seen::Event(Event::LinkChanged {
+                    port: PhysPort(0),
+                    state: LinkState::Active,
+                });
+                *o == Obs::Enter {
+                    client: 1,
+                    device: DEV,
+                    seen: link,
+                }
+            });
+            let beside = log[stuck_at.expect("stuck") + 1..]
+                .iter()
+                .filter(|o| matches!(o, Obs::Enter { client: 0, .. }))
+                .count();
+            assert!(
+                beside > 0,
+                "nothing reached the other client beside the stuck one: {log:?}"
+            );
+        },
+    );
+}
+
+/// Finding: remove while a `slot_reset` was claimed and `resume` never called must not
+/// hang: the re-initialised reset is reported done and the removal goes on.
+#[test]
+fn remove_after_a_claimed_slot_reset_without_resume_does_not_hang() {
+    explore("remove after slot_reset without resume", iters(), || {
+        let clients = [
+            (PciErsResult::NeedReset, TRUSTED),
+            (PciErsResult::None, UNTRUSTED),
+        ];
+        let (d, log, ids, clock) = shuttle_driver(CONFIG, &clients);
+        let t = {
+            let (d, clock) = (d.clone(), clock.clone());
+            thread::spawn(move || timer(&d, &clock, &[]))
+        };
+        let user = {
+            let (d, log, id) = (d.clone(), log.clone(), ids[1]);
+            thread::spawn(move || late_ack(&d, &log, 1, id))
+        };
+        let pci = {
+            let (d, log) = (d.clone(), log.clone());
+            thread::spawn(move || {
+                if d.error_detected(DEV, PciChannelState::Frozen) == PciErsResult::NeedReset {
+                    let _ = d.slot_reset(DEV); // and no resume
+                }
+                log.push(Obs::RequestSent { id: 1 });
+                let removed = d.remove(DEV);
+                log.push(Obs::RequestCompleted {
+                    id: 1,
+                    success: removed.is_ok(),
+                });
+                removed.expect("remove");
+            })
+        };
+        pci.join().unwrap();
+        user.join().unwrap();
+        d.unload().expect("unload");
+        t.join().unwrap();
+        finish(&log);
+    });
+}
