@@ -322,15 +322,22 @@ impl<K: Kernel, O: LinuxPort> Driver<K, O> {
         Ok(())
     }
 
+    /// A registration's live attachment to `dev`: `ENOENT` for no such registration,
+    /// `ENODEV` if not attached (detached, device gone), `EIO` once disassociated.
     fn attachment(
-        &self,
+        o: &LinuxOwner<O>,
         s: &mut PortState,
         id: ClientId,
         dev: DeviceId,
     ) -> Result<Attachment, LinuxError> {
         let d = dev_index(dev)?;
         let r = s.reg(id).ok_or(LinuxError::new(Errno::ENOENT))?;
-        r.at[d].ok_or(LinuxError::new(Errno::ENODEV))
+        let a = r.at[d].ok_or(LinuxError::new(Errno::ENODEV))?;
+        match o.machine().client(a.handle).map(|v| v.state) {
+            None => Err(LinuxError::new(Errno::ENODEV)),
+            Some(ClientState::Revoked) => Err(pnp_lifecycle::Error::ClientRevoked.into()),
+            Some(_) => Ok(a),
+        }
     }
 
     fn feed_for(
@@ -340,7 +347,7 @@ impl<K: Kernel, O: LinuxPort> Driver<K, O> {
         input: impl FnOnce(&mut PortState, Attachment) -> Input,
     ) -> Result<(), LinuxError> {
         self.with(|o, now, s| {
-            let a = self.attachment(s, id, dev)?;
+            let a = Self::attachment(o, s, id, dev)?;
             let input = input(s, a);
             o.feed(now, input).map(drop).map_err(LinuxError::from)
         })
@@ -396,7 +403,7 @@ impl<K: Kernel, O: LinuxPort> Driver<K, O> {
     /// teardown wait for it (up to `operation_timeout`, then the context is fenced).
     pub fn begin_hw_op(&self, id: ClientId, dev: DeviceId) -> Result<(), LinuxError> {
         self.with(|o, now, s| {
-            let a = self.attachment(s, id, dev)?;
+            let a = Self::attachment(o, s, id, dev)?;
             Ok(o.operation_begin(now, a.handle, a.epoch)?)
         })
     }
@@ -405,7 +412,8 @@ impl<K: Kernel, O: LinuxPort> Driver<K, O> {
     /// end only ends the fence's wait.
     pub fn end_hw_op(&self, id: ClientId, dev: DeviceId) -> Result<(), LinuxError> {
         self.with(|o, now, s| {
-            let a = self.attachment(s, id, dev)?;
+            let r = s.reg(id).ok_or(LinuxError::new(Errno::ENOENT))?;
+            let a = r.at[dev_index(dev)?].ok_or(LinuxError::new(Errno::ENODEV))?;
             Ok(o.operation_done(now, a.handle)?)
         })
     }

@@ -1,7 +1,7 @@
 //! Concurrency tests of the Linux port under shuttle (random and PCT schedulers), one per
 //! finding. Each asserts the common oracle over what clients, hardware and requests
 //! observed, plus the finding's own behaviour. Schedules per scheduler:
-//! `PNP_LINUX_SHUTTLE_ITERS` (default 1000).
+//! `PNP_LINUX_SHUTTLE_ITERS` (default 3000).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -19,7 +19,7 @@ const TRUSTED: ClientKind = ClientKind::Trusted;
 const UNTRUSTED: ClientKind = ClientKind::Untrusted;
 
 fn iters() -> usize {
-    iterations(1000)
+    iterations(3000)
 }
 
 fn resets(log: &[Obs]) -> Vec<usize> {
