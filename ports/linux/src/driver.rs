@@ -59,12 +59,6 @@ pub struct Driver<K: Kernel = StdKernel, O: LinuxPort = LinuxOs> {
     rt: Arc<LinuxRuntime<K, O>>,
 }
 
-impl<K: Kernel, O: LinuxPort> std::fmt::Debug for Driver<K, O> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Driver").finish_non_exhaustive()
-    }
-}
-
 fn dev_index(dev: DeviceId) -> Result<usize, LinuxError> {
     let d = usize::from(dev.0);
     (d < MAX_DEVICES)
@@ -72,10 +66,7 @@ fn dev_index(dev: DeviceId) -> Result<usize, LinuxError> {
         .ok_or(LinuxError::new(Errno::ENODEV))
 }
 
-const EDEADLK: LinuxError = LinuxError {
-    errno: Errno::EDEADLK,
-    cause: None,
-};
+const EDEADLK: LinuxError = LinuxError::new(Errno::EDEADLK);
 
 impl Driver {
     /// A driver on `std` threads and a [`MonotonicClock`] (milliseconds).
@@ -177,11 +168,7 @@ impl<K: Kernel, O: LinuxPort> Driver<K, O> {
                 }
                 o.machine().phase(dev) == Some(PhaseKind::Running)
             });
-        Some(if ok {
-            Ok(())
-        } else {
-            Err(LinuxError::new(Errno::EIO))
-        })
+        Some(ok.then_some(()).ok_or(LinuxError::new(Errno::EIO)))
     }
 
     /// PCI `probe` + `ib_register_device`: add, start ([`Hardware::start`], outside the
@@ -250,13 +237,10 @@ impl<K: Kernel, O: LinuxPort> Driver<K, O> {
                 live: true,
                 at: [None; MAX_DEVICES],
             });
-            for d in 0..MAX_DEVICES {
-                let dev = DeviceId(d as u8);
+            for dev in (0..MAX_DEVICES as u8).map(DeviceId) {
                 use PhaseKind::*;
-                if matches!(
-                    o.machine().phase(dev),
-                    Some(Running | Quiescing | Executing)
-                ) {
+                let phase = o.machine().phase(dev);
+                if matches!(phase, Some(Running | Quiescing | Executing)) {
                     attach(o, now, s, s.clients.len() - 1, dev);
                 }
             }
@@ -450,8 +434,7 @@ impl<K: Kernel, O: LinuxPort> Driver<K, O> {
         if state == PciChannelState::PermFailure {
             self.with(|o, now, s| {
                 let _ = o.feed(now, Input::SurpriseRemoval { device: dev });
-                let claimed = std::mem::take(&mut s.devs[d].claimed);
-                end_reset(o, now, dev, claimed);
+                end_reset(o, now, dev, std::mem::take(&mut s.devs[d].claimed));
             });
             return PciErsResult::Disconnect;
         }
@@ -677,11 +660,6 @@ impl<K: Kernel, O: LinuxPort> Driver<K, O> {
     pub fn handle(&self, id: ClientId, dev: DeviceId) -> Option<ClientHandle> {
         let d = dev_index(dev).ok()?;
         self.port().reg(id)?.at[d].map(|a| a.handle)
-    }
-
-    /// The hardware hooks.
-    pub fn hardware(&self) -> &dyn Hardware {
-        self.rt.os().linux().hardware()
     }
 }
 

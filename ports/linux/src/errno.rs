@@ -6,44 +6,34 @@ use pnp_lifecycle::{Error, PhaseKind};
 /// them negated).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[allow(clippy::upper_case_acronyms)]
+#[repr(i32)]
 pub enum Errno {
     /// 2: no such client.
-    ENOENT,
+    ENOENT = 2,
     /// 5: the context was revoked (uverbs disassociate) or the device failed.
-    EIO,
+    EIO = 5,
     /// 11: try again (a reset cycle runs, or a transient backlog).
-    EAGAIN,
+    EAGAIN = 11,
     /// 16: busy (a vetoed query, a transient device state, a pending request).
-    EBUSY,
+    EBUSY = 16,
     /// 19: the device is gone or going (removal, unload).
-    ENODEV,
+    ENODEV = 19,
     /// 22: invalid argument (not voting, bad port, mixed protocols).
-    EINVAL,
+    EINVAL = 22,
     /// 28: no free client slot.
-    ENOSPC,
+    ENOSPC = 28,
     /// 35: a blocking call from inside a callback of the port.
-    EDEADLK,
+    EDEADLK = 35,
     /// 75: the epoch counter is exhausted.
-    EOVERFLOW,
+    EOVERFLOW = 75,
     /// 116: the interface is from before a reset.
-    ESTALE,
+    ESTALE = 116,
 }
 
 impl Errno {
     /// The numeric value on Linux.
     pub fn code(self) -> i32 {
-        match self {
-            Errno::ENOENT => 2,
-            Errno::EIO => 5,
-            Errno::EAGAIN => 11,
-            Errno::EBUSY => 16,
-            Errno::ENODEV => 19,
-            Errno::EINVAL => 22,
-            Errno::ENOSPC => 28,
-            Errno::EDEADLK => 35,
-            Errno::EOVERFLOW => 75,
-            Errno::ESTALE => 116,
-        }
+        self as i32
     }
 }
 
@@ -58,7 +48,7 @@ pub struct LinuxError {
 
 impl LinuxError {
     /// A port-level error with no core cause.
-    pub fn new(errno: Errno) -> Self {
+    pub const fn new(errno: Errno) -> Self {
         LinuxError { errno, cause: None }
     }
 }

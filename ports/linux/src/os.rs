@@ -232,17 +232,14 @@ impl PortState {
         self.clients.iter_mut().find(|c| c.id == id)
     }
 
-    pub(crate) fn attachment(&mut self, h: ClientHandle) -> Option<(&mut Registration, usize)> {
-        let d = usize::from(h.device.0);
-        self.clients
+    /// The registration owning attachment `h`, and the attachment.
+    fn attachment(&mut self, h: ClientHandle) -> Option<(Arc<dyn IbClient>, &mut Attachment)> {
+        let d = usize::from(h.device.0) % MAX_DEVICES;
+        let mut at = self
+            .clients
             .iter_mut()
-            .find(|c| {
-                c.at.get(d)
-                    .copied()
-                    .flatten()
-                    .is_some_and(|a| a.handle == h)
-            })
-            .map(|c| (c, d))
+            .map(|r| (r.ops.clone(), &mut r.at[d]));
+        at.find_map(|(ops, a)| a.as_mut().filter(|a| a.handle == h).map(|a| (ops, a)))
     }
 }
 
@@ -273,10 +270,6 @@ impl LinuxOs {
 
     pub(crate) fn state(&self) -> MutexGuard<'_, PortState> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    fn ops_of(&self, h: ClientHandle) -> Option<Arc<dyn IbClient>> {
-        self.state().attachment(h).map(|(r, _)| r.ops.clone())
     }
 }
 
@@ -312,10 +305,8 @@ impl Os for LinuxOs {
                 }
             }
             Event::ResetEnd { epoch } => {
-                if let Some((r, d)) = self.state().attachment(client) {
-                    if let Some(a) = r.at[d].as_mut() {
-                        a.epoch = epoch;
-                    }
+                if let Some((_, a)) = self.state().attachment(client) {
+                    a.epoch = epoch; // the context's interface is the new one
                 }
                 ops.resume(dev, epoch);
                 Some(Input::AcquireInterface { client })
@@ -397,7 +388,8 @@ impl Os for LinuxOs {
     fn news(&self, news: News) {
         match news {
             News::Fenced { client, overran } => {
-                if let Some(ops) = self.ops_of(client) {
+                let ops = self.state().attachment(client).map(|(ops, _)| ops);
+                if let Some(ops) = ops {
                     ops.disassociated(client.device, overran);
                 }
             }
