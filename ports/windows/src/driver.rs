@@ -65,7 +65,7 @@ type Locks = [RemoveLockState; DEVICES];
 
 /// The driver: the runtime (its dispatcher threads are the notification threads: every
 /// callback, IRP completion and hardware command, including the reset, in the core's order
-/// per client, per device and for the OS) and one remove lock per device. Cheap to clone (a shared handle).
+/// per client, per device and for the OS) and one remove lock per device. Cheap to clone.
 pub struct Driver<K: Kernel = StdKernel, O: WindowsVocabulary<K> = WindowsOs<K>> {
     runtime: Arc<WinRuntime<O, K>>,
     locks: Arc<K::Monitor<Locks>>,
@@ -84,7 +84,7 @@ impl<K: Kernel, O: WindowsVocabulary<K>> Clone for Driver<K, O> {
 
 impl Driver {
     /// `DriverEntry` with no device, on a [`MonotonicClock`] (milliseconds); starts the
-    /// notification thread. Call [`Self::unload`] to end it.
+    /// notification threads. Call [`Self::unload`] to end them.
     pub fn new(config: Config, hal: Arc<dyn Hal>) -> Self {
         Self::with_clock(config, hal, Arc::new(MonotonicClock::new()))
     }
