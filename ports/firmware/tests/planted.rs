@@ -4,6 +4,8 @@
 //! a board check or the finding's assertion); the shipped port in the same runs is clean.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
 use pnp_lifecycle_testkit::firmware_port::faults::{Fault, IsrPath};
 use pnp_lifecycle_testkit::firmware_port::race::run_with;
@@ -11,28 +13,39 @@ use pnp_lifecycle_testkit::firmware_port::scenario::{run, Scenario};
 
 const ITERATIONS: usize = 2_000;
 
-/// Run `which` with `fault` under shuttle's random scheduler and under PCT; the finding of
-/// each, or `None` if it escaped every schedule.
-fn hunt(which: Scenario, path: IsrPath, fault: Fault) -> [Option<String>; 2] {
-    let body = move || {
-        run(which, path, fault);
-    };
-    let random = catch_unwind(AssertUnwindSafe(|| shuttle::check_random(body, ITERATIONS)));
-    let pct = catch_unwind(AssertUnwindSafe(|| shuttle::check_pct(body, ITERATIONS, 3)));
-    [random, pct].map(|r| {
-        r.err().map(|e| {
-            e.downcast_ref::<String>()
+/// Run `which` with `fault` under shuttle's random scheduler and under PCT; for each, the
+/// finding and the schedule it came in (`None`: it escaped every schedule).
+fn hunt(which: Scenario, path: IsrPath, fault: Fault) -> [Option<(String, usize)>; 2] {
+    let hunt_with = |pct: bool| {
+        let runs = Arc::new(AtomicUsize::new(0));
+        let counter = Arc::clone(&runs);
+        let body = move || {
+            counter.fetch_add(1, Ordering::Relaxed);
+            run(which, path, fault);
+        };
+        let result = catch_unwind(AssertUnwindSafe(|| {
+            if pct {
+                shuttle::check_pct(body, ITERATIONS, 3)
+            } else {
+                shuttle::check_random(body, ITERATIONS)
+            }
+        }));
+        result.err().map(|e| {
+            let finding = e
+                .downcast_ref::<String>()
                 .cloned()
                 .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
-                .unwrap_or_else(|| "panic".into())
+                .unwrap_or_else(|| "panic".into());
+            (finding, runs.load(Ordering::Relaxed))
         })
-    })
+    };
+    [hunt_with(false), hunt_with(true)]
 }
 
 fn assert_caught(name: &str, which: Scenario, path: IsrPath, fault: Fault, expect: &[&str]) {
     let [random, pct] = hunt(which, path, fault);
-    for (scheduler, finding) in [("random", random), ("pct", pct)] {
-        let finding = finding.unwrap_or_else(|| {
+    for (scheduler, found) in [("random", random), ("pct", pct)] {
+        let (finding, at) = found.unwrap_or_else(|| {
             panic!("planted {name}: ESCAPED {ITERATIONS} {scheduler} schedules")
         });
         let first = finding.lines().next().unwrap_or_default().to_string();
@@ -40,7 +53,7 @@ fn assert_caught(name: &str, which: Scenario, path: IsrPath, fault: Fault, expec
             expect.iter().any(|e| finding.contains(e)),
             "planted {name}: caught under {scheduler}, but not for the planted reason: {first}"
         );
-        println!("planted {name}: caught ({scheduler}, within {ITERATIONS} schedules: {first})");
+        println!("planted {name}: caught ({scheduler}, schedule {at} of {ITERATIONS}: {first})");
     }
 }
 
