@@ -501,7 +501,7 @@ impl<K: Kernel, O: LinuxPort> Driver<K, O> {
         if claim != PciErsResult::NeedReset {
             return claim;
         }
-        let result = self.rt.os().linux().hardware().reset(dev);
+        let result = self.rt.os().linux().hooks().reset(dev);
         self.with(|o, now, s| {
             let claimed = &mut s.devs[usize::from(dev.0)].claimed;
             match result {
@@ -562,7 +562,7 @@ impl<K: Kernel, O: LinuxPort> Driver<K, O> {
         if !claimed {
             return;
         }
-        let result = self.rt.os().linux().hardware().reset(dev);
+        let result = self.rt.os().linux().hooks().reset(dev);
         self.with(|o, now, s| {
             if std::mem::take(&mut s.devs[d].claimed) {
                 let _ = o.feed(

@@ -258,8 +258,8 @@ impl LinuxOs {
         }
     }
 
-    /// The hardware hooks.
-    pub fn hardware(&self) -> &dyn Hardware {
+    /// The hardware hooks (not [`Os::hardware`], which carries out a machine command).
+    pub fn hooks(&self) -> &dyn Hardware {
         &*self.hw
     }
 

@@ -18,7 +18,7 @@ macro_rules! forward_os {
         type Request = Pending;
         type Job = Job;
         fn hardware(&self, device: DeviceId, command: HardwareCommand) -> Option<Input> {
-            Os::hardware(&self.inner, device, command)
+            self.inner.hardware(device, command)
         }
         fn complete(&self, request: Pending, completion: Completion) {
             self.inner.complete(request, completion)
@@ -68,7 +68,7 @@ impl Os for FatalAfterRemove {
         self.inner.call(cb, client, event)
     }
     fn hardware(&self, device: DeviceId, command: HardwareCommand) -> Option<Input> {
-        Os::hardware(&self.inner, device, command)
+        self.inner.hardware(device, command)
     }
     fn complete(&self, request: Pending, completion: Completion) {
         self.inner.complete(request, completion)
