@@ -15,9 +15,10 @@
 //!   the machine before the lock is released.
 //! * **Work outside the lock, in the machine's order, a lane at a time.** Callbacks,
 //!   hardware commands, request completions and news are carried out with no lock held
-//!   ([`Work`], [`Os`]). Each item belongs to a lane (its client; its device, for hardware;
-//!   one line for completions, news and the port's jobs); a lane's items run one at a
-//!   time in output order, and different lanes run side by side. So a client sees its
+//!   ([`Work`], [`Os`]). Each item belongs to a lane (its client; its device, for hardware
+//!   and for [`News::Fenced`], so a port hears a fence before the hardware commands it let
+//!   go ahead; one line for completions, other news and the port's jobs); a lane's items
+//!   run one at a time in output order, and different lanes run side by side. So a client sees its
 //!   events in order, never two callbacks at once (the machine has at most one in flight
 //!   and hears `CallbackDone` only after it returned), and a callback that never returns
 //!   holds up nobody but its own client.

@@ -160,8 +160,9 @@ pub enum Done {
 }
 
 /// Work that must not overlap or overtake other work of the same lane: one client's
-/// callbacks, one device's hardware commands, and everything else (completions, news, the
-/// port's jobs) in one line.
+/// callbacks, one device's hardware commands (with the news that a client of it was
+/// fenced, so the port hears it before the hardware commands the fence let go ahead), and
+/// everything else (completions, news, the port's jobs) in one line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Lane {
     Client(ClientHandle),
@@ -175,6 +176,8 @@ impl<O: Os> Work<O> {
             Work::Callback { client, .. } => Lane::Client(*client),
             Work::Hardware { device, .. } => Lane::Device(*device),
             Work::Job(job) => O::job_client(job).map_or(Lane::Os, Lane::Client),
+            // The port hears a fence before the hardware commands it let go ahead.
+            Work::News(News::Fenced { client, .. }) => Lane::Device(client.device),
             Work::Complete { .. } | Work::News(_) => Lane::Os,
         }
     }
