@@ -1,6 +1,7 @@
 //! The Windows port's cooperative schedule harness (the fuzz target `windows_unload_race`
-//! and `tests/race_replay.rs` run it): the PnP manager sending `IRP_MN_REMOVE_DEVICE`, two
-//! mlx4 clients (one asks for a reset), client 0's I/O thread doing hardware operations,
+//! and `tests/race_replay.rs` run it): the PnP manager sending `IRP_MN_REMOVE_DEVICE`, three
+//! mlx4 clients (one asks for a reset; an untrusted one never answers RESET and its I/O
+//! thread does hardware operations), the timer DPC (each step passes the next deadline),
 //! two notification threads and `DriverUnload` run as thread-free actors over the runtime's
 //! [`Owner`](pnp_lifecycle_runtime::Owner), through the port's own pieces ([`WindowsOs`],
 //! [`feed_irp`], [`RemoveLockState`]). The first schedule byte holds remove and unload off
@@ -12,7 +13,9 @@
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use pnp_lifecycle::{ClientHandle, ClientKind, Config, Epoch, Event, Input, ResetResult, Tick};
+use pnp_lifecycle::{
+    ClientHandle, ClientKind, ClientState, Config, Epoch, Event, Input, ResetResult, Tick,
+};
 use pnp_lifecycle_runtime::{ContextId, Done, Os, StdKernel, Work};
 use pnp_lifecycle_windows::{
     feed_irp, Callback, Hal, Irp, PnpMinor, RemoveLockState, WinOwner, WindowsOs,
@@ -25,7 +28,9 @@ type TheOs = Recorded<WindowsOs<StdKernel>>;
 type Inbox = Arc<Mutex<VecDeque<Event>>>;
 
 const STEP_LIMIT: usize = 20_000;
-const CLIENTS: usize = 2;
+/// Clients 0 and 1 are trusted and answer RESET; client 2 is untrusted, never answers and
+/// runs the I/O thread: the timer revokes it, and the runtime fences it.
+const CLIENTS: usize = 3;
 const OPS: u32 = 3;
 const NOW: Tick = Tick(0);
 /// Notification threads (the runtime's dispatchers; its lanes let two carry work at once).
@@ -63,6 +68,7 @@ struct World {
     pnp: Pnp,
     unload: Option<bool>,
     carrying: [Option<Done>; DISPATCHERS],
+    now: Tick,
     io: Option<bool>,
     ops_done: u32,
     epoch: Epoch,
@@ -70,6 +76,16 @@ struct World {
 }
 
 const ACTORS: usize = 3 + CLIENTS + DISPATCHERS;
+/// The timer DPC: runnable while a deadline is set; its step makes the next one pass.
+const TIMER: usize = ACTORS;
+
+fn kind(client: usize) -> ClientKind {
+    if client + 1 == CLIENTS {
+        ClientKind::Untrusted
+    } else {
+        ClientKind::Trusted
+    }
+}
 
 fn carry_out(os: &TheOs, work: Work<TheOs>) -> Done {
     match work {
@@ -115,6 +131,7 @@ impl World {
             pnp: Pnp::Send,
             unload: None,
             carrying: [None; DISPATCHERS],
+            now: NOW,
             io: None,
             ops_done: 0,
             epoch: Epoch(0),
@@ -140,10 +157,7 @@ impl World {
                     .unwrap_or_else(PoisonError::into_inner)
                     .push_back(event);
             });
-            let (handle, epoch) = w
-                .owner
-                .register(NOW, DEV, ClientKind::Trusted, callback)
-                .map_err(e)?;
+            let (handle, epoch) = w.owner.register(NOW, DEV, kind(i), callback).map_err(e)?;
             w.epoch = epoch;
             let step = if i == 0 { Step::Request } else { Step::Run };
             w.clients.push(Client {
@@ -187,9 +201,17 @@ impl World {
         if self.lock.acquire().is_err() {
             return false;
         }
-        let taken = self.owner.feed(NOW, input).is_ok();
+        let taken = self.owner.feed(self.now, input).is_ok();
         self.lock.release();
         taken
+    }
+
+    /// Whether the core revoked the client or freed its slot.
+    fn cut_off(&self, client: ClientHandle) -> bool {
+        self.owner
+            .machine()
+            .client(client)
+            .is_none_or(|v| v.state == ClientState::Revoked)
     }
 
     fn finished(&self, actor: usize) -> bool {
@@ -221,11 +243,14 @@ impl World {
             n => match self.clients.get(n - 3) {
                 Some(c) => match c.step {
                     Step::Request => true,
-                    Step::Run => !c
-                        .inbox
-                        .lock()
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .is_empty(),
+                    Step::Run => {
+                        self.cut_off(c.handle)
+                            || !c
+                                .inbox
+                                .lock()
+                                .unwrap_or_else(PoisonError::into_inner)
+                                .is_empty()
+                    }
                     Step::WaitGone => self.owner.machine().client(c.handle).is_none(),
                     Step::Done => false,
                 },
@@ -236,11 +261,17 @@ impl World {
 
     fn step(&mut self, actor: usize) {
         match actor {
+            TIMER => {
+                if let Some(deadline) = self.owner.poll_timeout() {
+                    self.now = self.now.max(deadline);
+                }
+                let _ = self.owner.timeout(self.now);
+            }
             0 => self.step_pnp(),
             1 => match self.unload {
                 None => {
                     self.unload = Some(false);
-                    let _ = self.owner.feed(NOW, Input::Unload);
+                    let _ = self.owner.feed(self.now, Input::Unload);
                 }
                 Some(_) => {
                     self.unload = Some(true);
@@ -253,7 +284,7 @@ impl World {
                 let d = n - 3 - CLIENTS;
                 let context = ContextId(d as u64 + 1);
                 match self.carrying[d].take() {
-                    Some(done) => self.owner.finish(NOW, context, done),
+                    Some(done) => self.owner.finish(self.now, context, done),
                     None => {
                         if let Some(work) = self.owner.take(context) {
                             self.carrying[d] = Some(carry_out(&self.os, work));
@@ -283,7 +314,7 @@ impl World {
             }
             Pnp::WaitIdle => {
                 let irp = Arc::clone(self.irps.last().expect("sent"));
-                feed_irp(&mut self.owner, NOW, irp);
+                feed_irp(&mut self.owner, self.now, irp);
                 self.pnp = Pnp::WaitComplete;
             }
             Pnp::WaitComplete => {
@@ -297,7 +328,7 @@ impl World {
     /// Client 0's I/O thread: up to `OPS` hardware operations, each under the remove lock
     /// and the core's grant, begun in one step and ended in a later one.
     fn step_io(&mut self) {
-        let Some(c) = self.clients.first() else {
+        let Some(c) = self.clients.last() else {
             self.io = Some(false);
             return;
         };
@@ -307,14 +338,14 @@ impl World {
                 client: id,
                 device: DEV,
             });
-            let _ = self.owner.operation_done(NOW, handle);
+            let _ = self.owner.operation_done(self.now, handle);
             self.lock.release();
             self.io = None;
             return;
         }
         let granted = self.ops_done < OPS
             && self.lock.acquire().is_ok()
-            && match self.owner.operation_begin(NOW, handle, self.epoch) {
+            && match self.owner.operation_begin(self.now, handle, self.epoch) {
                 Ok(()) => true,
                 Err(_) => {
                     self.lock.release();
@@ -350,7 +381,7 @@ impl World {
                     .unwrap_or_else(PoisonError::into_inner)
                     .pop_front();
                 match event {
-                    Some(Event::Reset) => {
+                    Some(Event::Reset) if kind(i) == ClientKind::Trusted => {
                         self.log.push(Obs::AnswerTried {
                             client: id,
                             device: DEV,
@@ -364,10 +395,14 @@ impl World {
                     Some(Event::ResetEnd { .. }) => {
                         self.locked(Input::AcquireInterface { client: handle });
                     }
-                    Some(Event::Removed { .. } | Event::Revoked) => {
+                    // Revoked with its Revoked callback cancelled by the fence, or freed
+                    // with its device: its calls fail, so it leaves.
+                    None | Some(Event::Removed { .. } | Event::Revoked) => {
                         c.step = Step::WaitGone;
                         self.log.push(Obs::DetachBegin { client: id });
-                        let _ = self.owner.feed(NOW, Input::Unregister { client: handle });
+                        let _ = self
+                            .owner
+                            .feed(self.now, Input::Unregister { client: handle });
                     }
                     _ => {}
                 }
@@ -418,6 +453,9 @@ fn drive(w: &mut World, schedule: &[u8]) -> Result<(), String> {
     let mut rr = 0usize;
     for step in 0..STEP_LIMIT {
         let mut runnable: Vec<usize> = (0..ACTORS).filter(|&a| w.runnable(a)).collect();
+        if w.owner.poll_timeout().is_some() {
+            runnable.push(TIMER);
+        }
         if step < hold_off && runnable.iter().any(|&a| a > 1) {
             runnable.retain(|&a| a > 1);
         }
