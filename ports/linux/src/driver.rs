@@ -588,16 +588,18 @@ impl<K: Kernel, O: LinuxPort> Driver<K, O> {
         self.rt.poll_timeout()
     }
 
-    /// The body of a timer thread: block (dispatching) until a deadline exists
+    /// The body of a timer thread: block (never dispatching) until a deadline exists
     /// (`Some`: call [`timeout`](Self::timeout) once the clock reaches it) or unload
     /// finished (`None`).
     pub fn wait_tick_needed(&self) -> Option<Tick> {
-        self.wait(|o, _| match o.unload_finished() {
-            true => Some(None),
-            false => o.poll_timeout().map(Some),
-        })
-        .ok()
-        .flatten()
+        // The timer thread never carries out work (a stuck callback would stop time).
+        self.rt
+            .watch(|o, _| match o.unload_finished() {
+                true => Some(None),
+                false => o.poll_timeout().map(Some),
+            })
+            .ok()
+            .flatten()
     }
 
     /// How long a fence waits out a running callback or operation (default: the longer

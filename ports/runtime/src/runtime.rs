@@ -118,9 +118,38 @@ impl<O: Os, K: Kernel, const D: usize, const C: usize, const P: usize, const Q: 
         self.with(|owner, now| owner.feed(now, input))
     }
 
-    /// The timer fired: see [`Owner::timeout`].
+    /// The timer fired: see [`Owner::timeout`]. The timer never carries out work itself
+    /// (a callback that never returns would stop time): with [`Dispatch::Inline`] the
+    /// work it ordered goes to a worker thread, as a kernel timer hands work to a
+    /// workqueue.
     pub fn timeout(self: &Arc<Self>) -> Result<(), Error> {
-        self.with(|owner, now| owner.timeout(now))
+        let result = self.state.with(|owner| owner.timeout(self.clock.now()));
+        match self.dispatch {
+            Dispatch::Thread => self.after(),
+            Dispatch::Inline => self.defer(),
+        }
+        result
+    }
+
+    /// Block until `f` returns `Some`, carrying out no work meanwhile (the body of a timer
+    /// thread). Refused like [`Self::wait_until`] where it would wait for itself.
+    pub fn watch<R>(
+        self: &Arc<Self>,
+        mut f: impl FnMut(&mut Owner<O, D, C, P, Q>, Tick) -> Option<R>,
+    ) -> Result<R, WouldDeadlock> {
+        if self.in_dispatch() {
+            return Err(WouldDeadlock);
+        }
+        Ok(self.state.wait_until(|owner| f(owner, self.clock.now())))
+    }
+
+    /// Hand ready work to a worker thread that carries it out and ends.
+    fn defer(self: &Arc<Self>) {
+        if self.state.with(|owner| owner.work_ready()) {
+            let runtime = Arc::clone(self);
+            let thread = K::spawn(Box::new(move || runtime.pump()));
+            self.threads.with(|t| t.push(thread));
+        }
     }
 
     /// When [`Self::timeout`] is next due.

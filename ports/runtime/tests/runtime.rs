@@ -346,3 +346,59 @@ fn a_refused_request_is_completed_with_the_refusal_and_tokens_never_collide() {
         .collect();
     assert_eq!(completed, [7, 8, 9], "{t1:?} {t2:?}");
 }
+
+#[test]
+fn the_timer_never_carries_out_work_so_a_stuck_inline_callback_is_still_fenced() {
+    let check = || {
+        let clock = Arc::new(ManualClock::new(Tick(0)));
+        let rt: Arc<Rt> = Runtime::new(
+            Config::DEFAULT,
+            Toy::default(),
+            Arc::clone(&clock) as Arc<dyn pnp_lifecycle_runtime::Clock>,
+            Dispatch::Inline,
+        );
+        started(&rt);
+        // A never answers RESET. B answers, then never returns from RESET_END.
+        let (release, wait) = shuttle::sync::mpsc::channel::<()>();
+        let wait = Arc::new(Mutex::new(wait));
+        let stuck_on_end: Cb = Arc::new(move |client, event| match event {
+            Event::Reset => Some(Input::ResetExecute { client }),
+            Event::ResetEnd { .. } => {
+                let _ = wait.lock().unwrap().recv();
+                None
+            }
+            _ => None,
+        });
+        let a = rt
+            .with(|o, now| o.register(now, DEV, ClientKind::Untrusted, quiet()))
+            .unwrap()
+            .0;
+        let b = rt
+            .with(|o, now| o.register(now, DEV, ClientKind::Untrusted, stuck_on_end))
+            .unwrap()
+            .0;
+        // This thread dispatches inline: both RESET callbacks run here and return.
+        rt.feed(Input::ResetRequest { client: b }).unwrap();
+        // The timer: A misses its vote, the reset runs and B is told RESET_END, all of
+        // it on a worker. Were the timer to carry the work out, it would be caught in
+        // B's callback here and time would stop.
+        clock.advance(10_000);
+        rt.timeout().unwrap();
+        rt.watch(|o, _| o.callback_running(b).then_some(()))
+            .unwrap();
+        // B's callback deadline, then its fence's grace.
+        clock.advance(10_000);
+        rt.timeout().unwrap();
+        clock.advance(10_000);
+        rt.timeout().unwrap();
+        rt.watch(|_, _| rt.os().log().contains(&Seen::Fenced(b, true)).then_some(()))
+            .unwrap();
+        assert!(rt.inspect(|o| o.machine().client(a).is_some()));
+        release.send(()).unwrap();
+        rt.unload().unwrap().unwrap();
+        no_client_called_twice_at_once(&rt.os().log());
+    };
+    shuttle::check_random(check, 500);
+    shuttle::check_pct(check, 500, 3);
+    println!("the_timer_never_carries_out_work: 1,000 schedules");
+}
