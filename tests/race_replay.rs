@@ -1,7 +1,6 @@
 //! Replays the committed corpora and kept crash files of the race fuzz targets through
-//! the ports' `race::run`, and runs each over bounded seeded random schedules.
-//!
-//! The ports come in as root dev-dependencies with their `race` feature.
+//! the ports' schedule harnesses (`pnp_lifecycle_testkit::<port>_port::race::run`, test
+//! code that never ships with a port), and runs each over bounded seeded random schedules.
 
 use pnp_lifecycle_testkit::rng::SplitMix;
 use std::path::Path;
@@ -9,9 +8,9 @@ use std::path::Path;
 type Body = fn(&[u8]) -> Result<(), String>;
 
 const TARGETS: [(&str, Body); 3] = [
-    ("windows_unload_race", pnp_lifecycle_windows::race::run),
-    ("linux_unload_race", pnp_lifecycle_linux::race::run),
-    ("firmware_irq_race", pnp_lifecycle_firmware::race::run),
+    ("windows_unload_race", pnp_lifecycle_testkit::windows_port::race::run),
+    ("linux_unload_race", pnp_lifecycle_testkit::linux_port::race::run),
+    ("firmware_irq_race", pnp_lifecycle_testkit::firmware_port::race::run),
 ];
 
 fn files(target: &str) -> Vec<std::path::PathBuf> {
