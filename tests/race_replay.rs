@@ -8,9 +8,18 @@ use std::path::Path;
 type Body = fn(&[u8]) -> Result<(), String>;
 
 const TARGETS: [(&str, Body); 3] = [
-    ("windows_unload_race", pnp_lifecycle_testkit::windows_port::race::run),
-    ("linux_unload_race", pnp_lifecycle_testkit::linux_port::race::run),
-    ("firmware_irq_race", pnp_lifecycle_testkit::firmware_port::race::run),
+    (
+        "windows_unload_race",
+        pnp_lifecycle_testkit::windows_port::race::run,
+    ),
+    (
+        "linux_unload_race",
+        pnp_lifecycle_testkit::linux_port::race::run,
+    ),
+    (
+        "firmware_irq_race",
+        pnp_lifecycle_testkit::firmware_port::race::run,
+    ),
 ];
 
 fn files(target: &str) -> Vec<std::path::PathBuf> {

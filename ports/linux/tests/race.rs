@@ -49,7 +49,10 @@ fn regression_ack_before_add_is_a_vote() {
 
 #[test]
 fn the_fuzz_corpus_replays() {
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../fuzz/corpus/linux_unload_race");
+    let dir = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../fuzz/corpus/linux_unload_race"
+    );
     let mut n = 0;
     for entry in std::fs::read_dir(dir).expect("corpus") {
         let path = entry.expect("entry").path();
