@@ -129,6 +129,18 @@ struct World<O: LinuxPort> {
 
 impl<O: LinuxPort> World<O> {
     /// One step of `a`; whether the actor is done.
+    /// Record the remove request's completion if it came; whether it did.
+    fn record_remove_completion(&mut self) -> bool {
+        match self.remove.as_ref().and_then(Pending::completion) {
+            Some(c) => {
+                let success = matches!(c, Completion::Done(_));
+                self.log.push(Obs::RequestCompleted { id: 1, success });
+                true
+            }
+            None => false,
+        }
+    }
+
     fn step(&mut self, a: Actor) -> bool {
         let d = &self.d;
         match a {
@@ -189,14 +201,11 @@ impl<O: LinuxPort> World<O> {
                         }
                         Err(_) => 3,
                     },
-                    _ => match self.remove.as_ref().and_then(Pending::completion) {
-                        Some(c) => {
-                            let success = matches!(c, Completion::Done(_));
-                            self.log.push(Obs::RequestCompleted { id: 1, success });
-                            3
-                        }
-                        None => 2,
+                    2 => match self.record_remove_completion() {
+                        true => 3,
+                        false => 2,
                     },
+                    done => done,
                 };
                 self.pci == 3
             }
@@ -239,6 +248,11 @@ impl<O: LinuxPort> World<O> {
                         Err(_) => 3,
                     },
                     1 if d.unload_finished() && self.held.is_none() => {
+                        // The PCI actor only polls its remove: a completion that already
+                        // happened is recorded before unload returns, where it belongs.
+                        if self.pci == 2 && self.record_remove_completion() {
+                            self.pci = 3;
+                        }
                         self.log.push(Obs::UnloadReturned);
                         2
                     }
