@@ -4,7 +4,7 @@
 use heapless::Deque;
 use pnp_lifecycle::{
     ClientHandle, DeviceId, Error, Event, FailureCause, HardwareCommand, Input, Lifecycle, Output,
-    Reply, ResetResult, StartResult, Tick,
+    PowerUpResult, Reply, ResetResult, StartResult, Tick,
 };
 
 use crate::lock::{Busy, Lock};
@@ -582,6 +582,12 @@ where
                     self.board.release_resources(device);
                     Ok(())
                 }
+                // Power (issue 15): no board hook yet; the command completes at once.
+                HardwareCommand::PowerDown => self.owe(Input::PowerDownDone { device }),
+                HardwareCommand::PowerUp => self.owe(Input::PowerUpDone {
+                    device,
+                    result: PowerUpResult::Powered,
+                }),
             },
             Output::Fence { client } => {
                 // Its callback, if made, has returned (thread mode makes them); the one

@@ -344,6 +344,9 @@ impl InFlight {
                     Event::Revoked => ops.disassociate(dev),
                     // Not Linux events: clients are added to running devices only.
                     Event::DeviceStarted { .. } | Event::DeviceStopped => {}
+                    // Power (issue 15): this port feeds no power input yet; the dev_pm_ops
+                    // mapping comes with the port's part of issue 15.
+                    Event::Suspending { .. } | Event::Resumed { .. } => {}
                 }
             }
             _ => {}
@@ -602,7 +605,10 @@ impl Inner {
                                 }
                                 dev.reset_cmd = true;
                             }
-                            HardwareCommand::Start => {}
+                            // Power (issue 15): not fed by this port yet, never commanded.
+                            HardwareCommand::Start
+                            | HardwareCommand::PowerDown
+                            | HardwareCommand::PowerUp => {}
                             HardwareCommand::Shutdown | HardwareCommand::ReleaseResources => {
                                 if dev.surprise && command == HardwareCommand::Shutdown {
                                     self.violations

@@ -446,6 +446,12 @@ impl<Cb: Clone, R> PortCore<Cb, R> {
                 }
                 HardwareCommand::Shutdown => Work::HardwareShutdown(device),
                 HardwareCommand::ReleaseResources => Work::HardwareRelease(device),
+                // Power (issue 15): this port feeds no power input yet, so the core never
+                // commands one; the power vocabulary comes with the port's part of issue 15.
+                HardwareCommand::PowerDown | HardwareCommand::PowerUp => {
+                    self.anomalies += 1;
+                    return;
+                }
             },
             Output::Complete {
                 device,
