@@ -182,6 +182,9 @@ value_type! {
             commanded: bool,
             /// A reset request or fatal error waits for the next power-up.
             reset: bool,
+            /// An access after an idle power-down waits: the device comes straight back
+            /// once it is down.
+            wake: bool,
         },
         /// In a low-power state (Dx).
         LowPower {

@@ -65,6 +65,11 @@
 //!                         Some(Input::ResetDone { device, result: ResetResult::Succeeded })
 //!                     }
 //!                     HardwareCommand::Shutdown | HardwareCommand::ReleaseResources => None,
+//!                     // D0 exit and entry (this hardware keeps its state while down).
+//!                     HardwareCommand::PowerDown => Some(Input::PowerDownDone { device }),
+//!                     HardwareCommand::PowerUp => {
+//!                         Some(Input::PowerUpDone { device, result: PowerUpResult::Powered })
+//!                     }
 //!                 },
 //!                 // Complete the IRP / return from probe with `status`.
 //!                 Output::Complete { .. } => None,

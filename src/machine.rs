@@ -537,7 +537,12 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Lifecycle<D
     }
 
     /// Bring a device in a low-power state back to D0 ([`Input::PowerUp`]).
-    pub fn power_up(&mut self, now: Tick, device: DeviceId, token: RequestToken) -> Result<(), Error> {
+    pub fn power_up(
+        &mut self,
+        now: Tick,
+        device: DeviceId,
+        token: RequestToken,
+    ) -> Result<(), Error> {
         self.handle(now, Input::PowerUp { device, token }).map(drop)
     }
 

@@ -198,7 +198,7 @@ pub const TABLE: [Row; PhaseKind::COUNT] = [
     Row { phase: PhaseKind::Failed,          inputs: [R,  R,  R,  R,  R,  I,  R,  H,  I,  H,  H,  H,  R,  H,  R,  H,  H,  R,  R,  R,  H,  R,  H,  R,  H,  H,  R,  R,  H,  R,  R,  R,  R] },
     Row { phase: PhaseKind::SurpriseRemoved, inputs: [R,  R,  R,  H,  R,  I,  R,  R,  I,  H,  I,  H,  H,  H,  R,  H,  H,  R,  R,  R,  R,  R,  R,  R,  H,  H,  R,  R,  R,  R,  H,  R,  H] },
     Row { phase: PhaseKind::Removing,        inputs: [R,  R,  R,  H,  R,  I,  R,  R,  I,  H,  H,  H,  H,  H,  R,  H,  H,  R,  R,  R,  R,  R,  R,  R,  H,  H,  R,  R,  R,  R,  H,  R,  H] },
-    Row { phase: PhaseKind::PoweringDown,    inputs: [R,  R,  R,  R,  R,  I,  R,  R,  I,  H,  H,  H,  R,  H,  H,  H,  H,  H,  H,  R,  H,  H,  H,  H,  H,  H,  R,  H,  H,  H,  H,  R,  R] },
+    Row { phase: PhaseKind::PoweringDown,    inputs: [R,  R,  R,  R,  R,  I,  R,  R,  I,  H,  H,  H,  R,  H,  H,  H,  H,  H,  H,  R,  H,  H,  H,  H,  H,  H,  R,  H,  H,  R,  H,  R,  R] },
     Row { phase: PhaseKind::LowPower,        inputs: [R,  R,  R,  R,  H,  I,  R,  H,  I,  H,  H,  H,  R,  H,  H,  H,  H,  H,  H,  R,  H,  H,  H,  H,  H,  H,  R,  H,  H,  H,  R,  H,  R] },
     Row { phase: PhaseKind::PoweringUp,      inputs: [R,  R,  R,  R,  R,  I,  R,  R,  I,  H,  H,  H,  R,  H,  H,  H,  H,  H,  H,  R,  H,  H,  H,  H,  H,  H,  R,  H,  H,  R,  R,  H,  H] },
 ];

@@ -341,6 +341,24 @@ fn reach(
                 });
             }
         }
+        PoweringDown | LowPower | PoweringUp => {
+            let t = o.token();
+            o.ok(Input::PowerDown {
+                device: DEV,
+                kind: PowerDownKind::Idle,
+                token: t,
+            });
+            if target != PoweringDown {
+                o.ok(Input::PowerDownDone { device: DEV });
+            }
+            if target == PoweringUp {
+                let t = o.token();
+                o.ok(Input::PowerUp {
+                    device: DEV,
+                    token: t,
+                });
+            }
+        }
         _ => unreachable!(),
     }
     o.return_callbacks(DEV);
@@ -2748,12 +2766,20 @@ fn fatal_error_is_answered_in_every_present_state() {
         SurpriseRemoved,
         Removing,
         RemovePending,
+        LowPower,
     ] {
         let mut o = owner();
         reach(&mut o, target);
         let before = o.m.clone();
         assert_eq!(fatal(&mut o), (not_live(target), vec![]), "{target:?}");
         assert_eq!(o.m, before, "{target:?}");
+        answered.insert(target);
+    }
+    // Powering down or up: served by a cycle after the power-up.
+    for target in [PoweringDown, PoweringUp] {
+        let mut o = owner();
+        reach(&mut o, target);
+        assert_eq!(fatal(&mut o).0, served(ResetAnswer::AfterPowerUp));
         answered.insert(target);
     }
     // Running, quiescing, executing: served by a cycle.
@@ -2891,7 +2917,10 @@ fn fatal_error_is_answered_in_every_present_state() {
         assert_eq!(fatal(&mut o), (deferred, vec![]));
         assert_eq!(
             o.m.phase_detail(DEV),
-            Some(Phase::StopPending { fatal: true })
+            Some(Phase::StopPending {
+                fatal: true,
+                low_power: None
+            })
         );
         let out = then(&mut o);
         assert_eq!(outcomes(&out), vec![expected]);

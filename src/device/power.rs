@@ -46,7 +46,6 @@ impl<const C: usize, const P: usize> Device<C, P> {
                 self.sleep_after_cycle = Some(token);
                 Ok(())
             }
-            (Phase::PoweringDown { .. }, _) => Err(Error::RequestPending),
             // Rule (Power): already down; a system sleep makes an idle Dx a sleep.
             (Phase::LowPower { kind: was, reset }, _) => {
                 let kind = match (was, kind) {
@@ -77,6 +76,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
                 since: cx.now,
                 commanded: false,
                 reset: false,
+                wake: false,
             },
         );
         self.power_down_if_drained(cx);
@@ -86,29 +86,16 @@ impl<const C: usize, const P: usize> Device<C, P> {
     /// one counts until the fence is reported done).
     pub(super) fn power_down_if_drained<const Q: usize>(&mut self, cx: &mut Ctx<'_, Q>) {
         let Phase::PoweringDown {
-            kind,
-            token,
-            since,
-            commanded: false,
-            reset,
+            ref mut commanded, ..
         } = self.phase
         else {
             return;
         };
         // Rule (Power, I12): no power-down while an operation is in flight.
-        if self.registry.ops_in_flight() {
+        if *commanded || self.registry.ops_in_flight() {
             return;
         }
-        self.set_phase(
-            cx,
-            Phase::PoweringDown {
-                kind,
-                token,
-                since,
-                commanded: true,
-                reset,
-            },
-        );
+        *commanded = true;
         cx.hardware(HardwareCommand::PowerDown);
     }
 
@@ -135,14 +122,15 @@ impl<const C: usize, const P: usize> Device<C, P> {
                 token,
                 commanded: true,
                 reset,
+                wake,
                 ..
             } => {
                 self.set_phase(cx, Phase::LowPower { kind, reset });
                 cx.complete(token, Status::Success);
-                if reset && kind == PowerDownKind::Idle {
-                    // Rule (Power): a reset requested on the way down brings an idle
-                    // device straight back.
-                    self.begin_power_up(cx, None, true);
+                if (reset || wake) && kind == PowerDownKind::Idle {
+                    // Rule (Power): a reset or an access that came on the way down brings
+                    // an idle device straight back.
+                    self.begin_power_up(cx, None, reset);
                 }
                 Ok(())
             }
@@ -331,8 +319,16 @@ impl<const C: usize, const P: usize> Device<C, P> {
                 Ok(Reply::AccessWaitsForPowerUp)
             }
             Phase::PoweringUp { .. } => Ok(Reply::AccessWaitsForPowerUp),
-            // Rule (Power): refused with a named reason in system sleep (and while the
-            // power-down is under way).
+            // Rule (Power): an idle power-down under way finishes, then comes back.
+            Phase::PoweringDown {
+                kind: PowerDownKind::Idle,
+                ref mut wake,
+                ..
+            } => {
+                *wake = true;
+                Ok(Reply::AccessWaitsForPowerUp)
+            }
+            // Rule (Power): refused with a named reason in system sleep.
             Phase::LowPower { kind, .. } | Phase::PoweringDown { kind, .. } => {
                 Err(Error::Suspended { kind })
             }
@@ -344,31 +340,13 @@ impl<const C: usize, const P: usize> Device<C, P> {
     /// device is back (after an idle power-down, it brings the device back now).
     pub(super) fn reset_after_power_up<const Q: usize>(&mut self, cx: &mut Ctx<'_, Q>) {
         match self.phase {
-            Phase::PoweringDown {
-                kind,
-                token,
-                since,
-                commanded,
-                ..
-            } => self.set_phase(
-                cx,
-                Phase::PoweringDown {
-                    kind,
-                    token,
-                    since,
-                    commanded,
-                    reset: true,
-                },
-            ),
+            Phase::PoweringDown { ref mut reset, .. } => *reset = true,
             Phase::LowPower {
                 kind: PowerDownKind::Idle,
                 ..
             } => self.begin_power_up(cx, None, true),
-            Phase::LowPower { kind, .. } => {
-                self.set_phase(cx, Phase::LowPower { kind, reset: true })
-            }
-            Phase::PoweringUp { token, .. } => {
-                self.set_phase(cx, Phase::PoweringUp { token, reset: true })
+            Phase::LowPower { ref mut reset, .. } | Phase::PoweringUp { ref mut reset, .. } => {
+                *reset = true
             }
             _ => {}
         }
@@ -427,9 +405,10 @@ impl<const C: usize, const P: usize> Device<C, P> {
                 commanded: false, ..
             } => (Teardown::ShutdownAndRelease, None),
             // Rule (Power): remove from Dx releases resources without powering up.
-            Phase::PoweringDown { commanded: true, .. } | Phase::LowPower { .. } => {
-                (self.low_power_teardown(), self.power_command_in_flight())
+            Phase::PoweringDown {
+                commanded: true, ..
             }
+            | Phase::LowPower { .. } => (self.low_power_teardown(), self.power_command_in_flight()),
             // Back in D0 once it reports (a failed power-up touches no register).
             Phase::PoweringUp { .. } => (Teardown::ShutdownAndRelease, Some(HwOp::PowerUp)),
             _ => return Err(self.refuse(InputKind::Remove)),
