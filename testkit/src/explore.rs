@@ -26,7 +26,7 @@ use crate::sut::Sut;
 use crate::world::{drive_to_quiescence, past_all_deadlines, Quiesce, World};
 use pnp_lifecycle::{
     Access, ClientHandle, ClientKind, DeviceId, Epoch, Input, LinkState, PhysPort, PortCaps,
-    PortSet, Protocol, RequestToken, ResetResult, StartResult, Tick,
+    PortSet, PowerDownKind, PowerUpResult, Protocol, RequestToken, ResetResult, StartResult, Tick,
 };
 use std::collections::HashSet;
 use std::hash::{DefaultHasher, Hash, Hasher};
@@ -320,6 +320,48 @@ pub fn alphabet<S: Sut>(world: &World<S>, wide: bool) -> Vec<(Tick, Input)> {
             device,
             result: ResetResult::Failed,
         });
+        // Power: the wide alphabet offers both kinds of power-down, and the completions
+        // and the power-up everywhere (for their refusals); the narrow one an idle
+        // power-down on even devices and a system sleep on odd ones, completions only
+        // for a command in flight and the power-up only in Dx.
+        for kind in [PowerDownKind::Idle, PowerDownKind::SystemSleep] {
+            if wide || (kind == PowerDownKind::Idle) == (di % 2 == 0) {
+                v.push(Input::PowerDown {
+                    device,
+                    kind,
+                    token: t(8),
+                });
+            }
+        }
+        let book = world.oracle.devices.get(di);
+        if wide || book.is_some_and(|b| b.power_down_in_flight) {
+            v.push(Input::PowerDownDone { device });
+        }
+        if wide
+            || matches!(
+                world.sut.phase(device),
+                Some(pnp_lifecycle::PhaseKind::LowPower | pnp_lifecycle::PhaseKind::PoweringUp)
+            )
+        {
+            v.push(Input::PowerUp {
+                device,
+                token: t(9),
+            });
+        }
+        if wide || book.is_some_and(|b| b.power_up_in_flight) {
+            v.push(Input::PowerUpDone {
+                device,
+                result: PowerUpResult::Powered,
+            });
+            v.push(Input::PowerUpDone {
+                device,
+                result: PowerUpResult::LostState,
+            });
+            v.push(Input::PowerUpDone {
+                device,
+                result: PowerUpResult::Failed,
+            });
+        }
         let up = world.sut.link(device, PhysPort(0)) == Some(LinkState::Active);
         v.push(Input::LinkChanged {
             device,

@@ -470,7 +470,7 @@ impl Oracle {
             let pb = before.phase(h.device);
             let by_operation = holds_ops
                 && match pb {
-                    Some(PhaseKind::Stopping | PhaseKind::Quiescing) => d
+                    Some(PhaseKind::Stopping | PhaseKind::Quiescing | PhaseKind::PoweringDown) => d
                         .drain_since
                         .is_some_and(|t| now >= t.after(config.operation_timeout)),
                     Some(PhaseKind::Removing) => d
@@ -1806,6 +1806,9 @@ impl Oracle {
             b.drain_since = match pa {
                 Some(PhaseKind::Stopping) if pb != Some(PhaseKind::Stopping) => Some(now),
                 Some(PhaseKind::Stopping) => b.drain_since,
+                // A power-down drains operations like a stop, from the power-down's `now`.
+                Some(PhaseKind::PoweringDown) if pb != Some(PhaseKind::PoweringDown) => Some(now),
+                Some(PhaseKind::PoweringDown) => b.drain_since,
                 Some(PhaseKind::Quiescing) if voters_left => None,
                 Some(PhaseKind::Quiescing) => b.drain_since.or(Some(now)),
                 _ => None,
@@ -1980,7 +1983,11 @@ impl Oracle {
                     // An operation a stop, reset or teardown waits for has a deadline.
                     if c.ops > 0 && !c.fence_pending {
                         let wait = match phase {
-                            Some(PhaseKind::Stopping | PhaseKind::Quiescing) => b.drain_since,
+                            Some(
+                                PhaseKind::Stopping
+                                | PhaseKind::Quiescing
+                                | PhaseKind::PoweringDown,
+                            ) => b.drain_since,
                             Some(PhaseKind::Removing) => b.removal_since,
                             _ => None,
                         };
