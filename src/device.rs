@@ -931,6 +931,9 @@ impl<const C: usize, const P: usize> Device<C, P> {
             // Rule (Power): surprise removal in Dx touches nothing and repeats no
             // power-down step; a power command in flight must report before teardown.
             Phase::PoweringDown { .. } | Phase::LowPower { .. } | Phase::PoweringUp { .. } => {
+                if planted!(HardwareCommandInDx) && matches!(self.phase, Phase::LowPower { .. }) {
+                    cx.hardware(HardwareCommand::PowerDown);
+                }
                 self.settle_power_requests(
                     cx,
                     Status::DeviceGone,

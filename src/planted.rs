@@ -39,8 +39,8 @@ pub enum Fault {
     /// The hardware reset is commanded before a revoked client's operation is fenced
     /// (I12).
     ResetBeforeFence,
-    /// Remove from a low-power state shuts the hardware down (touches registers in Dx,
-    /// I14).
+    /// Surprise removal in a low-power state repeats the power-down command (a hardware
+    /// command in Dx, I14).
     HardwareCommandInDx,
     /// A hardware access is granted in a low-power state (I14).
     OperationGrantedInDx,

@@ -354,9 +354,6 @@ impl<const C: usize, const P: usize> Device<C, P> {
 
     /// What removal undoes from a low-power state: the resources, no register (I14).
     pub(super) fn low_power_teardown(&self) -> Teardown {
-        if planted!(HardwareCommandInDx) {
-            return Teardown::ShutdownAndRelease;
-        }
         Teardown::Release
     }
 
