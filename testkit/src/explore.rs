@@ -108,7 +108,7 @@ pub struct Report {
 
 /// What the explorer counts edges for, to show what its bound reaches: outputs, and
 /// hardware operations in flight racing a stop, a reset, a removal and a revocation.
-pub const LANDMARKS: [&str; 12] = [
+pub const LANDMARKS: [&str; 17] = [
     "cycle completed",
     "fence",
     "revoked",
@@ -121,6 +121,11 @@ pub const LANDMARKS: [&str; 12] = [
     "operation holder revoked and fenced",
     "cycle recovered without a reset",
     "query stop vetoed by a client that cannot pause",
+    "power-down commanded after waiting for an operation",
+    "device back (Resumed)",
+    "lost-state power-up",
+    "access woke an idle device",
+    "reset served after a power-up",
 ];
 
 fn landmarks<S: Sut>(
@@ -145,6 +150,14 @@ fn landmarks<S: Sut>(
         {
             reached[6] += 1;
         }
+        if before.sut.phase(d) == Some(PhaseKind::PoweringUp)
+            && matches!(
+                after.sut.phase(d),
+                Some(PhaseKind::Quiescing | PhaseKind::Executing)
+            )
+        {
+            reached[16] += 1;
+        }
     }
     if matches!(
         (input, &step.result),
@@ -167,6 +180,23 @@ fn landmarks<S: Sut>(
                 outcome: CycleOutcome::Recovered(_),
                 ..
             } => 10,
+            Output::Hardware {
+                command: HardwareCommand::PowerDown,
+                ..
+            } if ended_an_op => 12,
+            Output::Notify {
+                event: Event::Resumed { state_lost, .. },
+                ..
+            } => {
+                if *state_lost {
+                    reached[14] += 1;
+                }
+                13
+            }
+            Output::Hardware {
+                command: HardwareCommand::PowerUp,
+                ..
+            } if matches!(input, Input::Access { .. }) => 15,
             _ => continue,
         };
         reached[i] += 1;
@@ -320,10 +350,10 @@ pub fn alphabet<S: Sut>(world: &World<S>, wide: bool) -> Vec<(Tick, Input)> {
             device,
             result: ResetResult::Failed,
         });
-        // Power: the wide alphabet offers both kinds of power-down, and the completions
-        // and the power-up everywhere (for their refusals); the narrow one an idle
-        // power-down on even devices and a system sleep on odd ones, completions only
-        // for a command in flight and the power-up only in Dx.
+        // Power: the wide alphabet offers both kinds of power-down, the narrow one an idle
+        // power-down on even devices and a system sleep on odd ones. Completions only for
+        // a power command in flight and the power-up only in Dx (the state matrix walks
+        // their refusals); the wide alphabet adds the failed power-up.
         for kind in [PowerDownKind::Idle, PowerDownKind::SystemSleep] {
             if wide || (kind == PowerDownKind::Idle) == (di % 2 == 0) {
                 v.push(Input::PowerDown {
@@ -334,21 +364,16 @@ pub fn alphabet<S: Sut>(world: &World<S>, wide: bool) -> Vec<(Tick, Input)> {
             }
         }
         let book = world.oracle.devices.get(di);
-        if wide || book.is_some_and(|b| b.power_down_in_flight) {
+        if book.is_some_and(|b| b.power_down_in_flight) {
             v.push(Input::PowerDownDone { device });
         }
-        if wide
-            || matches!(
-                world.sut.phase(device),
-                Some(pnp_lifecycle::PhaseKind::LowPower | pnp_lifecycle::PhaseKind::PoweringUp)
-            )
-        {
+        if world.sut.phase(device) == Some(pnp_lifecycle::PhaseKind::LowPower) {
             v.push(Input::PowerUp {
                 device,
                 token: t(9),
             });
         }
-        if wide || book.is_some_and(|b| b.power_up_in_flight) {
+        if book.is_some_and(|b| b.power_up_in_flight) {
             v.push(Input::PowerUpDone {
                 device,
                 result: PowerUpResult::Powered,
@@ -357,10 +382,12 @@ pub fn alphabet<S: Sut>(world: &World<S>, wide: bool) -> Vec<(Tick, Input)> {
                 device,
                 result: PowerUpResult::LostState,
             });
-            v.push(Input::PowerUpDone {
-                device,
-                result: PowerUpResult::Failed,
-            });
+            if wide {
+                v.push(Input::PowerUpDone {
+                    device,
+                    result: PowerUpResult::Failed,
+                });
+            }
         }
         let up = world.sut.link(device, PhysPort(0)) == Some(LinkState::Active);
         v.push(Input::LinkChanged {
