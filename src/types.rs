@@ -470,7 +470,11 @@ value_type! {
         /// then fenced), then [`HardwareCommand::PowerDown`] is commanded; `token` completes
         /// when the owner reports [`Input::PowerDownDone`]. During a reset cycle a system
         /// sleep waits for the cycle to end; an idle power-down is vetoed
-        /// ([`VetoReason::ResetInProgress`]).
+        /// ([`VetoReason::ResetInProgress`]). In a low-power state it succeeds at once (a
+        /// system sleep turns an idle Dx into a sleep); added or stopped (no hardware
+        /// claimed) it succeeds and does nothing; while a power-down or power-up is under
+        /// way, or a stop, remove or start is pending, it is refused
+        /// ([`Error::InvalidState`]).
         PowerDown {
             /// The device.
             device: DeviceId,
@@ -487,7 +491,9 @@ value_type! {
         },
         /// Bring a device in a low-power state back to D0 (Windows `IRP_MN_SET_POWER` for
         /// D0, Linux `resume` or `runtime_resume`): [`HardwareCommand::PowerUp`] is
-        /// commanded; `token` completes when the owner reports [`Input::PowerUpDone`].
+        /// commanded; `token` completes when the owner reports [`Input::PowerUpDone`]. A
+        /// power-up an access or a reset request already began is joined. In D0 (or
+        /// stopped) it succeeds and does nothing.
         PowerUp {
             /// The device.
             device: DeviceId,
