@@ -122,7 +122,7 @@ pub const LANDMARKS: [&str; 17] = [
     "cycle recovered without a reset",
     "query stop vetoed by a client that cannot pause",
     "power-down commanded after waiting for an operation",
-    "device back (Resumed)",
+    "device back in D0 after a power-up",
     "lost-state power-up",
     "access woke an idle device",
     "reset served after a power-up",
@@ -150,13 +150,27 @@ fn landmarks<S: Sut>(
         {
             reached[6] += 1;
         }
-        if before.sut.phase(d) == Some(PhaseKind::PoweringUp)
-            && matches!(
-                after.sut.phase(d),
-                Some(PhaseKind::Quiescing | PhaseKind::Executing)
-            )
-        {
-            reached[16] += 1;
+        if before.sut.phase(d) == Some(PhaseKind::PoweringUp) {
+            match after.sut.phase(d) {
+                Some(PhaseKind::Running) => reached[13] += 1,
+                Some(PhaseKind::Quiescing | PhaseKind::Executing) => {
+                    reached[13] += 1;
+                    reached[16] += 1;
+                }
+                _ => {}
+            }
+            if matches!(
+                (input, &step.result),
+                (
+                    Input::PowerUpDone {
+                        result: pnp_lifecycle::PowerUpResult::LostState,
+                        ..
+                    },
+                    Ok(_)
+                )
+            ) {
+                reached[14] += 1;
+            }
         }
     }
     if matches!(
@@ -184,15 +198,6 @@ fn landmarks<S: Sut>(
                 command: HardwareCommand::PowerDown,
                 ..
             } if ended_an_op => 12,
-            Output::Notify {
-                event: Event::Resumed { state_lost, .. },
-                ..
-            } => {
-                if *state_lost {
-                    reached[14] += 1;
-                }
-                13
-            }
             Output::Hardware {
                 command: HardwareCommand::PowerUp,
                 ..
