@@ -518,6 +518,7 @@ value_type! {
 
 impl Input {
     /// The input's kind, the column of the per-state table.
+    #[inline]
     pub const fn kind(&self) -> InputKind {
         match self {
             Input::AddDevice { .. } => InputKind::AddDevice,
@@ -559,6 +560,7 @@ impl Input {
     }
 
     /// The request token of a PnP request input, if it carries one.
+    #[inline]
     pub const fn token(&self) -> Option<RequestToken> {
         match *self {
             Input::Start { token, .. }
@@ -575,6 +577,7 @@ impl Input {
     }
 
     /// The device the input concerns, if it concerns one.
+    #[inline]
     pub const fn device(&self) -> Option<DeviceId> {
         match *self {
             Input::AddDevice { device }
