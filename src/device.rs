@@ -8,6 +8,8 @@ use crate::registry::{ClientState, Lookup, Registry, Role, Slot, OPS_PER_CLIENT}
 use crate::table::{InputKind, PhaseKind};
 use crate::types::*;
 
+mod power;
+
 value_type! {
     /// Whether the device holds hardware resources (mapped registers, interrupts).
     pub enum Resources {
@@ -25,6 +27,10 @@ value_type! {
         Start,
         /// [`HardwareCommand::Reset`], answered by [`Input::ResetDone`].
         Reset,
+        /// [`HardwareCommand::PowerDown`], answered by [`Input::PowerDownDone`].
+        PowerDown,
+        /// [`HardwareCommand::PowerUp`], answered by [`Input::PowerUpDone`].
+        PowerUp,
     }
 }
 
@@ -80,6 +86,8 @@ value_type! {
         Stopped,
         /// Failed.
         Failed(Resources, FailureCause),
+        /// In a low-power state.
+        LowPower(PowerDownKind),
     }
 }
 
@@ -124,6 +132,9 @@ value_type! {
             /// A fatal error arrived meanwhile: the stop absorbs it, or a cycle serves it
             /// after cancel stop.
             fatal: bool,
+            /// The query stop came in a low-power state: the stop releases resources
+            /// without touching registers, cancel stop returns to that state.
+            low_power: Option<PowerDownKind>,
         },
         /// Stop accepted at `since`; waiting for hardware operations in flight.
         Stopping {
@@ -158,6 +169,38 @@ value_type! {
             /// A hardware command that has not reported yet.
             in_flight: Option<HwOp>,
         },
+        /// Clients told `Suspending` at `since`; waiting for hardware operations in flight
+        /// (`commanded` false), then for the hardware power-down (`commanded` true).
+        PoweringDown {
+            /// Idle power-down or system sleep.
+            kind: PowerDownKind,
+            /// The power-down request, completed in the low-power state.
+            token: RequestToken,
+            /// When the wait for operations began: their deadline counts from here.
+            since: Tick,
+            /// [`HardwareCommand::PowerDown`] was commanded.
+            commanded: bool,
+            /// A reset request or fatal error waits for the next power-up.
+            reset: bool,
+            /// An access after an idle power-down waits: the device comes straight back
+            /// once it is down.
+            wake: bool,
+        },
+        /// In a low-power state (Dx).
+        LowPower {
+            /// Idle power-down or system sleep.
+            kind: PowerDownKind,
+            /// A reset request or fatal error waits for the power-up.
+            reset: bool,
+        },
+        /// Hardware power-up in flight.
+        PoweringUp {
+            /// The power-up request, if the owner sent one (an access or a reset request
+            /// after an idle power-down starts one without).
+            token: Option<RequestToken>,
+            /// A reset request or fatal error is served once the device is back.
+            reset: bool,
+        },
         /// Draining clients, then undoing.
         Removing {
             /// The remove request, if the PnP manager sent one (unload sends none).
@@ -189,6 +232,9 @@ impl Phase {
             Phase::Failed { .. } => PhaseKind::Failed,
             Phase::SurpriseRemoved { .. } => PhaseKind::SurpriseRemoved,
             Phase::Removing { .. } => PhaseKind::Removing,
+            Phase::PoweringDown { .. } => PhaseKind::PoweringDown,
+            Phase::LowPower { .. } => PhaseKind::LowPower,
+            Phase::PoweringUp { .. } => PhaseKind::PoweringUp,
         }
     }
 }
@@ -256,6 +302,9 @@ pub(crate) struct Device<const C: usize, const P: usize> {
     pub(crate) epoch: Epoch,
     pub(crate) ports: [Port; P],
     pub(crate) registry: Registry<C>,
+    /// A system-sleep power-down requested during a reset cycle: it begins when the cycle
+    /// ends with the device running (or completes with the status of another ending).
+    pub(crate) sleep_after_cycle: Option<RequestToken>,
 }
 
 impl<const C: usize, const P: usize> Device<C, P> {
@@ -265,6 +314,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
             epoch: Epoch(0),
             ports: [Port::UNCONFIGURED; P],
             registry: Registry::new(),
+            sleep_after_cycle: None,
         }
     }
 
@@ -280,8 +330,9 @@ impl<const C: usize, const P: usize> Device<C, P> {
         }
     }
 
-    /// Every state change goes through here, with a trace line.
-    fn set_phase<const Q: usize>(&mut self, cx: &Ctx<'_, Q>, phase: Phase) {
+    /// Every state change goes through here, with a trace line. A system sleep deferred
+    /// by a reset cycle is completed here if the cycle ends anywhere but running.
+    fn set_phase<const Q: usize>(&mut self, cx: &mut Ctx<'_, Q>, phase: Phase) {
         if phase.kind() != self.phase.kind() {
             debug!(
                 "device {} {} -> {}",
@@ -291,6 +342,15 @@ impl<const C: usize, const P: usize> Device<C, P> {
             );
         }
         self.phase = phase;
+        let settled = match phase.kind() {
+            PhaseKind::Quiescing | PhaseKind::Executing | PhaseKind::Running => None,
+            PhaseKind::Failed => Some(Status::HardwareFailed),
+            _ => Some(Status::DeviceGone),
+        };
+        if let (Some(status), Some(token)) = (settled, self.sleep_after_cycle) {
+            self.sleep_after_cycle = None;
+            cx.complete(token, status);
+        }
     }
 
     /// The device failed for `cause`: say so to the owner (Windows reports
@@ -364,9 +424,11 @@ impl<const C: usize, const P: usize> Device<C, P> {
                 client,
                 epoch,
                 what,
-            } => self
-                .access(client, epoch, what)
-                .map(|()| Reply::AccessGranted),
+            } => self.access(cx, client, epoch, what),
+            Input::PowerDown { kind, token, .. } => accepted(self.power_down(cx, kind, token)),
+            Input::PowerDownDone { .. } => accepted(self.power_down_done(cx)),
+            Input::PowerUp { token, .. } => accepted(self.power_up(cx, token)),
+            Input::PowerUpDone { result, .. } => accepted(self.power_up_done(cx, result)),
             Input::Timeout | Input::Unload => Err(self.refuse(input.kind())),
         }
     }
@@ -593,18 +655,29 @@ impl<const C: usize, const P: usize> Device<C, P> {
         cx: &mut Ctx<'_, Q>,
         token: RequestToken,
     ) -> Result<(), Error> {
-        match self.phase {
-            Phase::Running => {
-                // Rule: a client that cannot pause vetoes query stop, naming why.
-                if self.registry.any_cannot_pause() {
-                    return Err(Error::Vetoed(VetoReason::ClientCannotPause));
-                }
-                self.set_phase(cx, Phase::StopPending { fatal: false });
-                cx.complete(token, Status::Success);
-                Ok(())
+        let low_power = match self.phase {
+            Phase::Running => None,
+            // Rule (Power): query stop in a low-power state is answered as in D0; a reset
+            // waiting for the power-up vetoes it as a running cycle would.
+            Phase::LowPower { reset: true, .. } => {
+                return Err(Error::Vetoed(VetoReason::ResetInProgress))
             }
-            _ => Err(self.refuse(InputKind::QueryStop)),
+            Phase::LowPower { kind, reset: false } => Some(kind),
+            _ => return Err(self.refuse(InputKind::QueryStop)),
+        };
+        // Rule: a client that cannot pause vetoes query stop, naming why.
+        if self.registry.any_cannot_pause() {
+            return Err(Error::Vetoed(VetoReason::ClientCannotPause));
         }
+        self.set_phase(
+            cx,
+            Phase::StopPending {
+                fatal: false,
+                low_power,
+            },
+        );
+        cx.complete(token, Status::Success);
+        Ok(())
     }
 
     fn cancel_stop<const Q: usize>(
@@ -612,9 +685,15 @@ impl<const C: usize, const P: usize> Device<C, P> {
         cx: &mut Ctx<'_, Q>,
         token: RequestToken,
     ) -> Result<(), Error> {
-        let Phase::StopPending { fatal } = self.phase else {
+        let Phase::StopPending { fatal, low_power } = self.phase else {
             return Err(self.refuse(InputKind::CancelStop));
         };
+        if let Some(kind) = low_power {
+            // Rule (Power): cancel stop returns to the low-power state it came from.
+            self.set_phase(cx, Phase::LowPower { kind, reset: false });
+            cx.complete(token, Status::Success);
+            return Ok(());
+        }
         self.set_phase(cx, Phase::Running);
         cx.complete(token, Status::Success);
         if fatal {
@@ -629,10 +708,24 @@ impl<const C: usize, const P: usize> Device<C, P> {
         cx: &mut Ctx<'_, Q>,
         token: RequestToken,
     ) -> Result<(), Error> {
-        let Phase::StopPending { fatal } = self.phase else {
+        let Phase::StopPending { fatal, low_power } = self.phase else {
             return Err(self.refuse(InputKind::Stop));
         };
         self.notify_active(cx, Event::DeviceStopped);
+        if low_power.is_some() {
+            // Rule (Power, I14): stopped from a low-power state: no operation can be in
+            // flight (drained at the power-down) and no register is touched; the
+            // resources are released and a restart powers the device up.
+            self.set_phase(cx, Phase::Stopped);
+            if !planted!(StopKeepsResources) {
+                cx.hardware(HardwareCommand::ReleaseResources);
+            }
+            cx.complete(token, Status::Success);
+            if cx.unloading {
+                let _ = self.begin_removal(cx, None, Teardown::Nothing, None, false);
+            }
+            return Ok(());
+        }
         // Rule: the stop waits for hardware operations in flight (I12).
         self.set_phase(
             cx,
@@ -678,6 +771,12 @@ impl<const C: usize, const P: usize> Device<C, P> {
             Phase::Running => Prior::Running,
             Phase::Stopped => Prior::Stopped,
             Phase::Failed { resources, cause } => Prior::Failed(resources, cause),
+            // Rule (Power): query remove in a low-power state is answered as in D0; a reset
+            // waiting for the power-up vetoes it as a running cycle would.
+            Phase::LowPower { reset: true, .. } => {
+                return Err(Error::Vetoed(VetoReason::ResetInProgress))
+            }
+            Phase::LowPower { kind, reset: false } => Prior::LowPower(kind),
             _ => return Err(self.refuse(InputKind::QueryRemove)),
         };
         if self.registry.any_holding() && !planted!(QueryRemoveIgnoresHold) {
@@ -710,6 +809,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
                 Prior::Running => Phase::Running,
                 Prior::Stopped => Phase::Stopped,
                 Prior::Failed(resources, cause) => Phase::Failed { resources, cause },
+                Prior::LowPower(kind) => Phase::LowPower { kind, reset: false },
             },
         );
         cx.complete(token, Status::Success);
@@ -729,9 +829,13 @@ impl<const C: usize, const P: usize> Device<C, P> {
         let teardown = match self.phase {
             Phase::Added | Phase::Stopped => Teardown::Nothing,
             Phase::Running => Teardown::ShutdownAndRelease,
-            Phase::StopPending { fatal } => {
+            Phase::StopPending { fatal, low_power } => {
                 answer_deferred_fatal(cx, fatal, CycleOutcome::AbortedByRemove);
-                Teardown::ShutdownAndRelease
+                match low_power {
+                    // Rule (Power, I14): from a low-power state, no register is touched.
+                    Some(_) => Teardown::Release,
+                    None => Teardown::ShutdownAndRelease,
+                }
             }
             Phase::Quiescing { .. } => {
                 self.set_roles(Role::Idle, false);
@@ -744,9 +848,14 @@ impl<const C: usize, const P: usize> Device<C, P> {
                     Prior::Added | Prior::Stopped => Teardown::Nothing,
                     Prior::Running => Teardown::ShutdownAndRelease,
                     Prior::Failed(resources, _) => Teardown::of(resources),
+                    // Rule (Power, I14): remove from Dx releases without powering up.
+                    Prior::LowPower(_) => self.low_power_teardown(),
                 }
             }
             Phase::Failed { resources, .. } => Teardown::of(resources),
+            Phase::PoweringDown { .. } | Phase::LowPower { .. } | Phase::PoweringUp { .. } => {
+                return self.remove_in_power_transition(cx, token);
+            }
             Phase::SurpriseRemoved {
                 resources,
                 in_flight,
@@ -815,9 +924,22 @@ impl<const C: usize, const P: usize> Device<C, P> {
                 (Resources::None, Some(HwOp::Start))
             }
             Phase::Running => (Resources::Held, None),
-            Phase::StopPending { fatal } => {
+            Phase::StopPending { fatal, .. } => {
                 answer_deferred_fatal(cx, fatal, CycleOutcome::AbortedBySurpriseRemoval);
                 (Resources::Held, None)
+            }
+            // Rule (Power): surprise removal in Dx touches nothing and repeats no
+            // power-down step; a power command in flight must report before teardown.
+            Phase::PoweringDown { .. } | Phase::LowPower { .. } | Phase::PoweringUp { .. } => {
+                if planted!(HardwareCommandInDx) && matches!(self.phase, Phase::LowPower { .. }) {
+                    cx.hardware(HardwareCommand::PowerDown);
+                }
+                self.settle_power_requests(
+                    cx,
+                    Status::DeviceGone,
+                    CycleOutcome::AbortedBySurpriseRemoval,
+                );
+                (Resources::Held, self.power_command_in_flight())
             }
             Phase::Stopping { token, fatal, .. } => {
                 // The hardware is gone: nothing left to shut down; the stop ends here.
@@ -856,6 +978,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
                     Prior::Added | Prior::Stopped => (Resources::None, None),
                     Prior::Running => (Resources::Held, None),
                     Prior::Failed(resources, _) => (resources, None),
+                    Prior::LowPower(_) => (Resources::Held, None),
                 }
             }
             Phase::Failed { resources, .. } => (resources, None),
@@ -881,6 +1004,17 @@ impl<const C: usize, const P: usize> Device<C, P> {
                 return Err(self.refuse(InputKind::SurpriseRemoval))
             }
         };
+        self.vanish(cx, resources, in_flight)
+    }
+
+    /// The hardware is gone (a surprise removal, or a failed power-up from Dx): every
+    /// client is told `Removed`; the device waits for the remove (unload removes now).
+    fn vanish<const Q: usize>(
+        &mut self,
+        cx: &mut Ctx<'_, Q>,
+        resources: Resources,
+        in_flight: Option<HwOp>,
+    ) -> Result<(), Error> {
         if cx.unloading {
             // Nobody will send a remove: unload removes.
             return self.begin_removal(cx, None, Teardown::of(resources), in_flight, true);
@@ -998,7 +1132,10 @@ impl<const C: usize, const P: usize> Device<C, P> {
             },
             // Rule: a pending start, stop or remove defers it; its end answers it.
             Phase::Starting { ref mut fatal, .. }
-            | Phase::StopPending { ref mut fatal }
+            | Phase::StopPending {
+                ref mut fatal,
+                low_power: None,
+            }
             | Phase::Stopping { ref mut fatal, .. }
             | Phase::RemovePending {
                 prior: Prior::Running,
@@ -1007,7 +1144,16 @@ impl<const C: usize, const P: usize> Device<C, P> {
                 *fatal = !planted!(LoseDeferredFatal);
                 Ok(FatalAnswer::Deferred)
             }
+            // Rule (Power): during a power transition a cycle serves it after the power-up
+            // (an idle power-down is ended for it).
+            Phase::PoweringDown { .. } | Phase::PoweringUp { .. } => {
+                self.reset_after_power_up(cx);
+                Ok(FatalAnswer::Served(ResetAnswer::AfterPowerUp))
+            }
             // Rule: where the hardware is not live, answered with a named reason.
+            Phase::LowPower { .. } | Phase::StopPending { .. } => {
+                Ok(FatalAnswer::HardwareNotLive(self.phase.kind()))
+            }
             Phase::Added
             | Phase::Stopped
             | Phase::RemovePending { .. }
@@ -1067,6 +1213,17 @@ impl<const C: usize, const P: usize> Device<C, P> {
                         Ok(ResetAnswer::Scheduled)
                     }
                 }
+            }
+            // Rule (Power): a reset requested in Dx is served after the power-up.
+            Phase::PoweringDown { .. } | Phase::LowPower { .. } | Phase::PoweringUp { .. } => {
+                if self.epoch.0 == u32::MAX {
+                    return Err(Error::EpochExhausted);
+                }
+                if cx.unloading {
+                    return Err(Error::Unloading);
+                }
+                self.reset_after_power_up(cx);
+                Ok(ResetAnswer::AfterPowerUp)
             }
             _ => Err(self.refuse(InputKind::ResetRequest)),
         }
@@ -1146,6 +1303,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
             self.set_phase(cx, Phase::Running);
             self.notify_active(cx, Event::Recovered { epoch });
             cx.cycle_finished(CycleOutcome::Recovered(epoch));
+            self.sleep_if_deferred(cx);
             return;
         }
         // Rule: no hardware reset while an operation is in flight (I12).
@@ -1280,6 +1438,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
         if then == AfterReset::FollowUp {
             self.begin_cycle(cx);
         }
+        self.sleep_if_deferred(cx);
         Ok(())
     }
 
@@ -1471,7 +1630,13 @@ impl<const C: usize, const P: usize> Device<C, P> {
     }
 
     #[inline(never)]
-    fn access(&mut self, client: ClientHandle, epoch: Epoch, what: Access) -> Result<(), Error> {
+    fn access<const Q: usize>(
+        &mut self,
+        cx: &mut Ctx<'_, Q>,
+        client: ClientHandle,
+        epoch: Epoch,
+        what: Access,
+    ) -> Result<Reply, Error> {
         let index = self.registry.active(client)?;
         let Some(ClientState::Active { role, fresh, .. }) =
             self.registry.slot(index).map(|s| s.state)
@@ -1486,6 +1651,14 @@ impl<const C: usize, const P: usize> Device<C, P> {
         match (self.phase, role) {
             (Phase::Running, _) | (Phase::Quiescing { .. }, Role::Voting) => {}
             (Phase::Quiescing { .. }, _) => return Err(Error::ResetInProgress),
+            // Rule (Power, I14): no access is granted in a low-power state: after an idle
+            // power-down it brings the device back first, in system sleep it is refused.
+            (Phase::LowPower { .. } | Phase::PoweringDown { .. } | Phase::PoweringUp { .. }, _)
+                if !planted!(OperationGrantedInDx) =>
+            {
+                return self.access_while_powered_down(cx);
+            }
+            (Phase::LowPower { .. }, _) => {}
             _ => return Err(self.refuse(InputKind::Access)),
         }
         match what {
@@ -1504,7 +1677,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
                 slot.ops += 1;
             }
         }
-        Ok(())
+        Ok(Reply::AccessGranted)
     }
 
     #[inline(never)]
@@ -1537,6 +1710,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
             Phase::Stopping { .. } => self.finish_stop_if_drained(cx),
             Phase::Quiescing { .. } => self.execute_if_quiesced(cx),
             Phase::Removing { .. } => self.try_finish_removal(cx),
+            Phase::PoweringDown { .. } => self.power_down_if_drained(cx),
             _ => {}
         }
     }
@@ -1633,7 +1807,12 @@ impl<const C: usize, const P: usize> Device<C, P> {
                     consider(from.after(config.operation_timeout));
                 }
             }
-            Phase::Stopping { since, .. } if unfenced_ops => {
+            Phase::Stopping { since, .. }
+            | Phase::PoweringDown {
+                since,
+                commanded: false,
+                ..
+            } if unfenced_ops => {
                 consider(since.after(config.operation_timeout));
             }
             Phase::Removing { deadline, .. }
@@ -1693,8 +1872,14 @@ impl<const C: usize, const P: usize> Device<C, P> {
                     }
                 }
             }
-            Phase::Stopping { since, .. } if now >= since.after(cx.config.operation_timeout) => {
-                // Rule: operations that outlast the stop's wait are revoked and fenced.
+            Phase::Stopping { since, .. }
+            | Phase::PoweringDown {
+                since,
+                commanded: false,
+                ..
+            } if now >= since.after(cx.config.operation_timeout) => {
+                // Rule: operations that outlast the stop's (or the power-down's) wait are
+                // revoked and fenced.
                 self.fence_operations(cx);
             }
             Phase::Removing { deadline, .. } if now >= deadline => {

@@ -82,6 +82,14 @@ impl Display for Error {
             Error::ResetInProgress => f.write_str(
                 "a reset cycle is running: wait for RESET_END before touching the hardware",
             ),
+            Error::Suspended { kind } => write!(
+                f,
+                "the device is {}: no hardware access until it is told Resumed",
+                match kind {
+                    crate::types::PowerDownKind::Idle => "powering down after idling out",
+                    crate::types::PowerDownKind::SystemSleep => "suspended for system sleep",
+                }
+            ),
             Error::AlreadyHolding => f.write_str("the client already holds the device"),
             Error::NotHolding => f.write_str("the client does not hold the device"),
             Error::RequestPending => f.write_str("a request of this kind is already pending"),

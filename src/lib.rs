@@ -65,6 +65,11 @@
 //!                         Some(Input::ResetDone { device, result: ResetResult::Succeeded })
 //!                     }
 //!                     HardwareCommand::Shutdown | HardwareCommand::ReleaseResources => None,
+//!                     // D0 exit and entry (this hardware keeps its state while down).
+//!                     HardwareCommand::PowerDown => Some(Input::PowerDownDone { device }),
+//!                     HardwareCommand::PowerUp => {
+//!                         Some(Input::PowerUpDone { device, result: PowerUpResult::Powered })
+//!                     }
 //!                 },
 //!                 // Complete the IRP / return from probe with `status`.
 //!                 Output::Complete { .. } => None,
@@ -137,6 +142,12 @@
 //!   [`Event::DeviceFatal`] after a failed reset. `Removed` and
 //!   `Revoked` are a client's last events: a client that does not detach by the detach
 //!   deadline after `Removed` is revoked silently.
+//! * Power: a started device goes to a low-power state ([`Input::PowerDown`]) only after
+//!   clients were told [`Event::Suspending`] and hardware operations drained; in it
+//!   nothing but [`HardwareCommand::PowerUp`] is commanded and no access is granted (after
+//!   an idle power-down an access brings the device back: [`Reply::AccessWaitsForPowerUp`]);
+//!   every client told `Suspending` is later told [`Event::Resumed`], `Removed` or
+//!   `Revoked`.
 //! * Driver unload removes every device (a removal with no request token), and emits
 //!   [`Output::UnloadMayFinish`] exactly once, when no device, client or callback is left.
 

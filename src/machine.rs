@@ -496,22 +496,54 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Lifecycle<D
 
     /// Use the device through the interface of `epoch` ([`Input::Access`]). A granted
     /// [`Access::HardwareOp`] is in flight until [`access_done`](Self::access_done).
+    /// After an idle power-down the access is not granted but brings the device back:
+    /// [`AccessAnswer::WaitForPowerUp`] (retry after [`Event::Resumed`]).
     pub fn access(
         &mut self,
         now: Tick,
         client: ClientHandle,
         epoch: Epoch,
         what: Access,
+    ) -> Result<AccessAnswer, Error> {
+        let input = Input::Access {
+            client,
+            epoch,
+            what,
+        };
+        self.value(now, input, |r| match r {
+            Reply::AccessGranted => Some(AccessAnswer::Granted),
+            Reply::AccessWaitsForPowerUp => Some(AccessAnswer::WaitForPowerUp),
+            _ => None,
+        })
+    }
+
+    /// Take a device to a low-power state ([`Input::PowerDown`]).
+    pub fn power_down(
+        &mut self,
+        now: Tick,
+        device: DeviceId,
+        kind: PowerDownKind,
+        token: RequestToken,
     ) -> Result<(), Error> {
         self.handle(
             now,
-            Input::Access {
-                client,
-                epoch,
-                what,
+            Input::PowerDown {
+                device,
+                kind,
+                token,
             },
         )
         .map(drop)
+    }
+
+    /// Bring a device in a low-power state back to D0 ([`Input::PowerUp`]).
+    pub fn power_up(
+        &mut self,
+        now: Tick,
+        device: DeviceId,
+        token: RequestToken,
+    ) -> Result<(), Error> {
+        self.handle(now, Input::PowerUp { device, token }).map(drop)
     }
 
     /// A granted hardware operation finished ([`Input::AccessDone`]).

@@ -7,8 +7,10 @@
 //! * A link change is remembered as "this port changed" (one bit a port); the client is
 //!   told the port's state as it is when the callback is made, so a newer link state
 //!   replaces an older one.
-//! * Device news (`DeviceStarted`, `DeviceStopped`, `DeviceFatal`) replaces older device
-//!   news: the client learns where the device is now. `DeviceFatal` also drops waiting
+//! * Device news (`DeviceStarted`, `DeviceStopped`, `Suspending`, `Resumed`,
+//!   `DeviceFatal`) replaces older device news: the client learns where the device is now
+//!   (a `Resumed` that replaces a waiting `Suspending` says the device is back at its
+//!   epoch; the client re-acquires if that differs from its interface's). `DeviceFatal` also drops waiting
 //!   link changes: after it only `Removed` or `Revoked` follow.
 //! * `RESET` and `RESET_END` (or `Recovered`) queue in order. A client cannot answer a `RESET` it has not
 //!   been called with ([`crate::Error::ResetNotDelivered`]), so a second cycle cannot end
@@ -83,7 +85,10 @@ impl Mailbox {
                 self.last = Some(event);
             }
             Event::LinkChanged { port, .. } => self.links = self.links.with(port),
-            Event::DeviceStarted { .. } | Event::DeviceStopped => {
+            Event::DeviceStarted { .. }
+            | Event::DeviceStopped
+            | Event::Suspending { .. }
+            | Event::Resumed { .. } => {
                 self.drop_device_news();
                 self.push(event);
             }
@@ -148,7 +153,11 @@ impl Mailbox {
 const fn is_device_news(event: &Event) -> bool {
     matches!(
         event,
-        Event::DeviceStarted { .. } | Event::DeviceStopped | Event::DeviceFatal
+        Event::DeviceStarted { .. }
+            | Event::DeviceStopped
+            | Event::Suspending { .. }
+            | Event::Resumed { .. }
+            | Event::DeviceFatal
     )
 }
 

@@ -39,6 +39,13 @@ pub enum Fault {
     /// The hardware reset is commanded before a revoked client's operation is fenced
     /// (I12).
     ResetBeforeFence,
+    /// Surprise removal in a low-power state repeats the power-down command (a hardware
+    /// command in Dx, I14).
+    HardwareCommandInDx,
+    /// A hardware access is granted in a low-power state (I14).
+    OperationGrantedInDx,
+    /// The power-up tells no client the device is back (I14).
+    SuspendWithoutResume,
 }
 
 impl Fault {
@@ -57,6 +64,9 @@ impl Fault {
         Fault::SecondCallbackInFlight,
         Fault::StopWhileOperationInFlight,
         Fault::ResetBeforeFence,
+        Fault::HardwareCommandInDx,
+        Fault::OperationGrantedInDx,
+        Fault::SuspendWithoutResume,
     ];
 }
 

@@ -237,6 +237,31 @@ value_type! {
 }
 
 value_type! {
+    /// Why a started device leaves its working state (D0) for a low-power state (Dx).
+    pub enum PowerDownKind {
+        /// The device idled out (Windows idle power-down, Linux runtime suspend): a
+        /// client's hardware access brings it back to D0 first.
+        Idle,
+        /// The system goes to sleep (S3/S4, Linux system suspend): client accesses are
+        /// refused with [`Error::Suspended`] until the owner powers the device up.
+        SystemSleep,
+    }
+}
+
+value_type! {
+    /// What the owner's hardware power-up ([`HardwareCommand::PowerUp`]) did.
+    pub enum PowerUpResult {
+        /// Back in D0 with its state kept: clients go on with the interface they hold.
+        Powered,
+        /// Back in D0, but the hardware lost its state while down: the power-up ends like a
+        /// completed reset (epoch + 1; clients re-acquire their interface).
+        LostState,
+        /// The hardware did not come back: treated as if it vanished (surprise removal).
+        Failed,
+    }
+}
+
+value_type! {
     /// One input to the machine, fed with the owner's clock: see
     /// [`crate::Lifecycle::handle`].
     ///
@@ -439,6 +464,50 @@ value_type! {
             /// The client.
             client: ClientHandle,
         },
+        /// Take a started device to a low-power state (Windows `IRP_MN_SET_POWER` for Dx,
+        /// Linux `suspend` or `runtime_suspend`). Clients are told [`Event::Suspending`],
+        /// hardware operations in flight are drained (with [`Config::operation_timeout`],
+        /// then fenced), then [`HardwareCommand::PowerDown`] is commanded; `token` completes
+        /// when the owner reports [`Input::PowerDownDone`]. During a reset cycle a system
+        /// sleep waits for the cycle to end; an idle power-down is vetoed
+        /// ([`VetoReason::ResetInProgress`]). In a low-power state it succeeds at once (a
+        /// system sleep turns an idle Dx into a sleep); added or stopped (no hardware
+        /// claimed) it succeeds and does nothing; while a power-down or power-up is under
+        /// way, or a stop, remove or start is pending, it is refused
+        /// ([`Error::InvalidState`]).
+        PowerDown {
+            /// The device.
+            device: DeviceId,
+            /// Idle power-down or system sleep.
+            kind: PowerDownKind,
+            /// Completed once the device is in the low-power state (or with
+            /// [`Status::DeviceGone`] if it is removed first).
+            token: RequestToken,
+        },
+        /// The owner finished the [`HardwareCommand::PowerDown`] it was given.
+        PowerDownDone {
+            /// The device.
+            device: DeviceId,
+        },
+        /// Bring a device in a low-power state back to D0 (Windows `IRP_MN_SET_POWER` for
+        /// D0, Linux `resume` or `runtime_resume`): [`HardwareCommand::PowerUp`] is
+        /// commanded; `token` completes when the owner reports [`Input::PowerUpDone`]. A
+        /// power-up an access or a reset request already began is joined. In D0 (or
+        /// stopped) it succeeds and does nothing.
+        PowerUp {
+            /// The device.
+            device: DeviceId,
+            /// Completed once the device is back (or with [`Status::HardwareFailed`] if the
+            /// power-up failed).
+            token: RequestToken,
+        },
+        /// The owner finished the [`HardwareCommand::PowerUp`] it was given.
+        PowerUpDone {
+            /// The device.
+            device: DeviceId,
+            /// What happened.
+            result: PowerUpResult,
+        },
         /// The owner's timer fired: the `now` passed with it reached
         /// [`crate::Lifecycle::poll_timeout`]. Early or spurious timeouts do nothing.
         Timeout,
@@ -449,6 +518,7 @@ value_type! {
 
 impl Input {
     /// The input's kind, the column of the per-state table.
+    #[inline]
     pub const fn kind(&self) -> InputKind {
         match self {
             Input::AddDevice { .. } => InputKind::AddDevice,
@@ -480,12 +550,17 @@ impl Input {
             Input::CanRecover { .. } => InputKind::CanRecover,
             Input::CannotPause { .. } => InputKind::CannotPause,
             Input::CanPause { .. } => InputKind::CanPause,
+            Input::PowerDown { .. } => InputKind::PowerDown,
+            Input::PowerDownDone { .. } => InputKind::PowerDownDone,
+            Input::PowerUp { .. } => InputKind::PowerUp,
+            Input::PowerUpDone { .. } => InputKind::PowerUpDone,
             Input::Timeout => InputKind::Timeout,
             Input::Unload => InputKind::Unload,
         }
     }
 
     /// The request token of a PnP request input, if it carries one.
+    #[inline]
     pub const fn token(&self) -> Option<RequestToken> {
         match *self {
             Input::Start { token, .. }
@@ -494,12 +569,15 @@ impl Input {
             | Input::Stop { token, .. }
             | Input::QueryRemove { token, .. }
             | Input::CancelRemove { token, .. }
-            | Input::Remove { token, .. } => Some(token),
+            | Input::Remove { token, .. }
+            | Input::PowerDown { token, .. }
+            | Input::PowerUp { token, .. } => Some(token),
             _ => None,
         }
     }
 
     /// The device the input concerns, if it concerns one.
+    #[inline]
     pub const fn device(&self) -> Option<DeviceId> {
         match *self {
             Input::AddDevice { device }
@@ -516,7 +594,11 @@ impl Input {
             | Input::FatalError { device }
             | Input::ResetDone { device, .. }
             | Input::LinkChanged { device, .. }
-            | Input::Register { device, .. } => Some(device),
+            | Input::Register { device, .. }
+            | Input::PowerDown { device, .. }
+            | Input::PowerDownDone { device }
+            | Input::PowerUp { device, .. }
+            | Input::PowerUpDone { device, .. } => Some(device),
             Input::Unregister { client }
             | Input::CallbackDone { client }
             | Input::FenceDone { client }
@@ -567,6 +649,25 @@ value_type! {
             /// Its new state.
             state: LinkState,
         },
+        /// The device is going to a low-power state: finish or abandon hardware work now
+        /// (operations still in flight are waited for up to [`Config::operation_timeout`],
+        /// then fenced). Until [`Event::Resumed`], an access is refused
+        /// ([`Error::Suspended`]) or, after an idle power-down, wakes the device
+        /// ([`Reply::AccessWaitsForPowerUp`]). Always followed by `Resumed`, `Removed`,
+        /// `Revoked`, or (after a stop in the low-power state) `DeviceStarted`.
+        Suspending {
+            /// Idle power-down or system sleep.
+            kind: PowerDownKind,
+        },
+        /// The device is back in D0. If `epoch` differs from the epoch of the interface the
+        /// client holds (`state_lost`: the hardware lost its state while down), acquire the
+        /// interface again ([`Input::AcquireInterface`]) before touching the hardware.
+        Resumed {
+            /// The current epoch.
+            epoch: Epoch,
+            /// Whether this power-up lost the hardware's state (the epoch grew by one).
+            state_lost: bool,
+        },
         /// The device failed; only removal follows.
         DeviceFatal,
         /// The device is going away: detach ([`Input::Unregister`]). The last event.
@@ -604,6 +705,13 @@ value_type! {
         Shutdown,
         /// Release resources (unmap, disconnect interrupts) without touching registers.
         ReleaseResources,
+        /// Take the hardware to its low-power state (Windows `EvtDeviceD0Exit`, Linux
+        /// `suspend`); answer with [`Input::PowerDownDone`]. Issued only once no hardware
+        /// operation is in flight.
+        PowerDown,
+        /// Bring the hardware back to D0 (Windows `EvtDeviceD0Entry`, Linux `resume`);
+        /// answer with [`Input::PowerUpDone`]. The only command issued in a low-power state.
+        PowerUp,
     }
 }
 
@@ -749,6 +857,11 @@ value_type! {
         Joined,
         /// The cycle is executing: one follow-up cycle is (or was already) scheduled.
         Scheduled,
+        /// The device is in (or going to) a low-power state: one cycle runs once it is back
+        /// in D0 (after an idle power-down the request itself brings it back). If the
+        /// power-up reports lost state, that power-up serves the request: no cycle runs,
+        /// and [`Output::ResetCycleFinished`] says [`CycleOutcome::Completed`].
+        AfterPowerUp,
     }
 }
 
@@ -770,6 +883,17 @@ value_type! {
         HardwareNotLive(PhaseKind),
         /// The epoch counter is exhausted, so no cycle can serve it: the device failed.
         DeviceFailed,
+    }
+}
+
+value_type! {
+    /// How an access was taken ([`crate::Lifecycle::access`]).
+    pub enum AccessAnswer {
+        /// Granted ([`Reply::AccessGranted`]).
+        Granted,
+        /// Not granted: the device is powering up from an idle power-down for it
+        /// ([`Reply::AccessWaitsForPowerUp`]); retry after [`Event::Resumed`].
+        WaitForPowerUp,
     }
 }
 
@@ -866,6 +990,13 @@ value_type! {
         NotVoting,
         /// A hardware access by a client that has answered `RESET` or joined the cycle.
         ResetInProgress,
+        /// A hardware access while the device is going to or in a low-power state that
+        /// the access cannot end (system sleep, or a power-down under way): retry after
+        /// [`Event::Resumed`].
+        Suspended {
+            /// Why the device is (going) down.
+            kind: PowerDownKind,
+        },
         /// The client already holds the device.
         AlreadyHolding,
         /// The client does not hold the device.
@@ -929,6 +1060,12 @@ value_type! {
         Fatal(FatalAnswer),
         /// The access may go ahead.
         AccessGranted,
+        /// The access was not granted: the device was in a low-power state after an idle
+        /// power-down and is powering up for it (the machine commanded
+        /// [`HardwareCommand::PowerUp`], or one was already under way). Retry once the
+        /// client is told [`Event::Resumed`]; the owner bounds its wait with its own
+        /// timeout (the power-up itself is the owner's hardware completion).
+        AccessWaitsForPowerUp,
     }
 }
 

@@ -7,7 +7,9 @@
 //! * `explore_two_devices_three_clients`: 2 devices, 3 clients (two on the first device,
 //!   one on the second, which has a hardware operation in flight), both started, one
 //!   physical port each: full reset cycles and cycles recovered without a reset, callbacks
-//!   and operations in flight and fences, stops, removes, surprise removals and unload.
+//!   and operations in flight and fences, stops, removes, surprise removals and unload,
+//!   and power (an idle power-down on device 0, a system sleep on device 1, racing the
+//!   operation in flight, resets and removal).
 //! * `explore_one_device_*`: 1 device, 3 client slots, 2 physical ports, from a fresh
 //!   machine, for each trusted-timeout policy.
 //!

@@ -224,6 +224,18 @@ fn random_cases_reach_the_new_edges() {
                 (_, Ok(Reply::Fatal(FatalAnswer::Deferred))) => hit("fatal deferred"),
                 (_, Err(Error::TimeWentBackwards { .. })) => hit("time backwards refused"),
                 (_, Err(Error::ResetNotDelivered)) => hit("RESET not delivered"),
+                (_, Ok(Reply::AccessWaitsForPowerUp)) => hit("access waits for a power-up"),
+                (_, Err(Error::Suspended { .. })) => hit("access refused: suspended"),
+                (_, Ok(Reply::Reset(pnp_lifecycle::ResetAnswer::AfterPowerUp))) => {
+                    hit("reset after power-up")
+                }
+                (
+                    Input::PowerUpDone {
+                        result: pnp_lifecycle::PowerUpResult::LostState,
+                        ..
+                    },
+                    Ok(_),
+                ) => hit("power-up lost state"),
                 _ => {}
             }
             for o in &step.outputs {
@@ -246,6 +258,14 @@ fn random_cases_reach_the_new_edges() {
                         ..
                     } => hit("cycle completed"),
                     Output::UnloadMayFinish => hit("unload finished"),
+                    Output::Hardware {
+                        command: pnp_lifecycle::HardwareCommand::PowerDown,
+                        ..
+                    } => hit("power-down commanded"),
+                    Output::Notify {
+                        event: Event::Resumed { .. },
+                        ..
+                    } => hit("Resumed"),
                     _ => {}
                 }
             }
@@ -269,6 +289,12 @@ fn random_cases_reach_the_new_edges() {
         "query stop vetoed: cannot pause",
         "operation holder fenced",
         "cycle recovered",
+        "power-down commanded",
+        "Resumed",
+        "access waits for a power-up",
+        "access refused: suspended",
+        "reset after power-up",
+        "power-up lost state",
     ] {
         assert!(seen.get(k).copied().unwrap_or(0) > 0, "never reached: {k}");
     }

@@ -11,8 +11,8 @@
 
 use pnp_lifecycle::planted::{plant, Fault};
 use pnp_lifecycle::{
-    ClientHandle, ClientKind, Config, DeviceId, Input, PhysPort, PortSet, RequestToken,
-    StartResult, Tick, TrustedTimeoutPolicy,
+    ClientHandle, ClientKind, Config, DeviceId, Input, PhysPort, PortSet, PowerDownKind,
+    RequestToken, StartResult, Tick, TrustedTimeoutPolicy,
 };
 use pnp_lifecycle_testkit::explore::{explore_from, Bounds, Report, EXPLORER_PORTS};
 use pnp_lifecycle_testkit::fuzz_bodies::run_inputs;
@@ -284,9 +284,71 @@ fn reset_before_the_fence_breaks_i12() {
     fuzz_finds(Fault::ResetBeforeFence, &[Check::I12], 3000);
 }
 
+/// The power faults need the power-down and its callbacks behind them: the search
+/// starts from a running device whose clients were told `Suspending` and returned, and the
+/// idle power-down (or system sleep) is one input away.
+fn suspended_prefix(kind: PowerDownKind) -> Vec<(Tick, Input)> {
+    let t = Tick(0);
+    let mut v = prefix();
+    v.push((
+        t,
+        Input::PowerDown {
+            device: HCA,
+            kind,
+            token: RequestToken(101),
+        },
+    ));
+    v.push((t, Input::CallbackDone { client: client(0) }));
+    v.push((t, Input::CallbackDone { client: client(1) }));
+    v
+}
+
+fn explorer_finds_from(fault: Fault, expected: Check, start: &[(Tick, Input)]) {
+    plant(fault);
+    let report = explore_from(World::<Small>::new(CONFIG, false), start, SEARCH);
+    plant(Fault::None);
+    let (v, path) = report
+        .violation
+        .clone()
+        .unwrap_or_else(|| panic!("explorer missed planted fault {fault:?}: {report}"));
+    println!(
+        "{fault:?}: caught by the explorer (model off) as {:?} after {} inputs ({} states, {} edges, {:.1} s): {}",
+        v.check,
+        path.len(),
+        report.states,
+        report.edges,
+        report.seconds,
+        v.detail
+    );
+    assert_eq!(v.check, expected, "{fault:?} caught as {v} via {path:?}");
+}
+
+#[test]
+fn a_hardware_command_in_dx_breaks_i14() {
+    // Surprise removal in Dx repeats the power-down command.
+    explorer_finds(Fault::HardwareCommandInDx, Check::I14);
+    fuzz_finds(Fault::HardwareCommandInDx, &[Check::I14], 3000);
+}
+
+#[test]
+fn an_operation_granted_in_dx_breaks_i14() {
+    explorer_finds(Fault::OperationGrantedInDx, Check::I14);
+    fuzz_finds(Fault::OperationGrantedInDx, &[Check::I14], 3000);
+}
+
+#[test]
+fn a_suspend_without_resume_breaks_i14() {
+    explorer_finds_from(
+        Fault::SuspendWithoutResume,
+        Check::I14,
+        &suspended_prefix(PowerDownKind::SystemSleep),
+    );
+    fuzz_finds(Fault::SuspendWithoutResume, &[Check::I14], 3000);
+}
+
 /// Every planted fault has a test above.
 #[test]
 fn every_planted_fault_is_covered() {
-    assert_eq!(Fault::ALL.len(), 13);
+    assert_eq!(Fault::ALL.len(), 16);
     let _ = Small::DEVICES;
 }

@@ -932,3 +932,200 @@ fn finding_10_2_the_hardware_is_not_reset_under_a_revoked_clients_operation() {
     o.refused(access(uverbs, 1), Error::ClientRevoked);
     assert_eq!(o.events_of(uverbs), vec![Event::Reset]);
 }
+
+/// Power: an HCA idles out (runtime suspend); a kernel client's post wakes it. Later the
+/// system sleeps: user space is refused by name; on resume the hardware lost its state,
+/// which ends like a completed reset (epoch 1, both clients re-acquire).
+#[test]
+fn idle_power_down_woken_by_an_access_then_system_sleep_resumed_with_lost_state() {
+    let mut o = owner();
+    o.started(DEV, false);
+    let ipoib = o.register(DEV, ClientKind::Trusted);
+    let uverbs = o.register(DEV, ClientKind::Untrusted);
+    let idle = Event::Suspending {
+        kind: PowerDownKind::Idle,
+    };
+    assert_eq!(
+        o.ok(Input::PowerDown {
+            device: DEV,
+            kind: PowerDownKind::Idle,
+            token: RequestToken(10),
+        }),
+        vec![
+            notify(ipoib, idle),
+            notify(uverbs, idle),
+            hw(HardwareCommand::PowerDown)
+        ]
+    );
+    o.return_callbacks(DEV);
+    assert_eq!(
+        o.ok(Input::PowerDownDone { device: DEV }),
+        vec![complete(RequestToken(10), Status::Success)]
+    );
+    // IPoIB posts a send: not granted, the device comes back for it.
+    assert_eq!(
+        o.step(access(ipoib, 0)),
+        (
+            Ok(Reply::AccessWaitsForPowerUp),
+            vec![hw(HardwareCommand::PowerUp)]
+        )
+    );
+    let back = Event::Resumed {
+        epoch: Epoch(0),
+        state_lost: false,
+    };
+    assert_eq!(
+        o.ok(Input::PowerUpDone {
+            device: DEV,
+            result: PowerUpResult::Powered
+        }),
+        vec![notify(ipoib, back), notify(uverbs, back)]
+    );
+    o.return_callbacks(DEV);
+    assert_eq!(o.step(access(ipoib, 0)).0, Ok(Reply::AccessGranted));
+    o.ok(Input::AccessDone { client: ipoib });
+
+    // System sleep: the same orderly power-down; user space is refused, not woken.
+    let sleep = Event::Suspending {
+        kind: PowerDownKind::SystemSleep,
+    };
+    assert_eq!(
+        o.ok(Input::PowerDown {
+            device: DEV,
+            kind: PowerDownKind::SystemSleep,
+            token: RequestToken(11),
+        }),
+        vec![
+            notify(ipoib, sleep),
+            notify(uverbs, sleep),
+            hw(HardwareCommand::PowerDown)
+        ]
+    );
+    o.return_callbacks(DEV);
+    o.ok(Input::PowerDownDone { device: DEV });
+    o.refused(
+        access(uverbs, 0),
+        Error::Suspended {
+            kind: PowerDownKind::SystemSleep,
+        },
+    );
+    // Resume: the HCA lost its state (its firmware reloaded).
+    assert_eq!(
+        o.ok(Input::PowerUp {
+            device: DEV,
+            token: RequestToken(12)
+        }),
+        vec![hw(HardwareCommand::PowerUp)]
+    );
+    let lost = Event::Resumed {
+        epoch: Epoch(1),
+        state_lost: true,
+    };
+    assert_eq!(
+        o.ok(Input::PowerUpDone {
+            device: DEV,
+            result: PowerUpResult::LostState
+        }),
+        vec![
+            complete(RequestToken(12), Status::Success),
+            notify(ipoib, lost),
+            notify(uverbs, lost)
+        ]
+    );
+    o.return_callbacks(DEV);
+    o.refused(access(uverbs, 0), Error::StaleEpoch { current: Epoch(1) });
+    o.ok(Input::AcquireInterface { client: uverbs });
+    assert_eq!(o.step(access(uverbs, 1)).0, Ok(Reply::AccessGranted));
+    assert_eq!(
+        o.events_of(ipoib),
+        vec![idle, back, sleep, lost],
+        "every Suspending answered by Resumed"
+    );
+}
+
+/// Power meets resets and removal: a system sleep arrives during a reset cycle and waits
+/// for it; in Dx a client asks for a reset (served after the power-up); then the hardware
+/// vanishes: the reset is answered, nothing is touched, the remove only releases.
+#[test]
+fn system_sleep_waits_for_a_reset_cycle_then_the_hardware_vanishes_in_dx() {
+    let mut o = owner();
+    o.started(DEV, false);
+    let verbs = o.register(DEV, ClientKind::Trusted);
+    assert_eq!(
+        o.ok(Input::ResetRequest { client: verbs }),
+        vec![notify(verbs, Event::Reset)]
+    );
+    // The sleep waits: nobody is told, nothing is commanded.
+    assert_eq!(
+        o.ok(Input::PowerDown {
+            device: DEV,
+            kind: PowerDownKind::SystemSleep,
+            token: RequestToken(20),
+        }),
+        vec![]
+    );
+    o.ok(Input::CallbackDone { client: verbs });
+    assert_eq!(
+        o.ok(Input::ResetExecute { client: verbs }),
+        vec![hw(HardwareCommand::Reset)]
+    );
+    let sleep = Event::Suspending {
+        kind: PowerDownKind::SystemSleep,
+    };
+    assert_eq!(
+        o.ok(Input::ResetDone {
+            device: DEV,
+            result: ResetResult::Succeeded
+        }),
+        vec![
+            notify(verbs, Event::ResetEnd { epoch: Epoch(1) }),
+            finished(CycleOutcome::Completed(Epoch(1))),
+            hw(HardwareCommand::PowerDown),
+        ]
+    );
+    assert_eq!(
+        o.ok(Input::CallbackDone { client: verbs }),
+        vec![notify(verbs, sleep)]
+    );
+    o.ok(Input::CallbackDone { client: verbs });
+    assert_eq!(
+        o.ok(Input::PowerDownDone { device: DEV }),
+        vec![complete(RequestToken(20), Status::Success)]
+    );
+    // In Dx: the reset request waits for the power-up.
+    o.ok(Input::AcquireInterface { client: verbs });
+    assert_eq!(
+        o.step(Input::ResetRequest { client: verbs }),
+        (Ok(Reply::Reset(ResetAnswer::AfterPowerUp)), vec![])
+    );
+    // The hardware vanishes while asleep.
+    assert_eq!(
+        o.ok(Input::SurpriseRemoval { device: DEV }),
+        vec![
+            finished(CycleOutcome::AbortedBySurpriseRemoval),
+            notify(verbs, Event::Removed { surprise: true })
+        ]
+    );
+    o.ok(Input::CallbackDone { client: verbs });
+    o.ok(Input::Unregister { client: verbs });
+    assert_eq!(
+        o.ok(Input::Remove {
+            device: DEV,
+            token: RequestToken(21)
+        }),
+        vec![
+            hw(HardwareCommand::ReleaseResources),
+            complete(RequestToken(21), Status::Success),
+            Output::DeviceRemoved { device: DEV }
+        ]
+    );
+    assert_eq!(
+        o.events_of(verbs),
+        vec![
+            Event::Reset,
+            Event::ResetEnd { epoch: Epoch(1) },
+            sleep,
+            Event::Removed { surprise: true }
+        ]
+    );
+}

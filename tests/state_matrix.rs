@@ -25,7 +25,10 @@ type O = Owner<1, 4, 2, { queue_capacity(1, 4) }>;
 /// 0 from Added, 1 with a hardware start in flight, 2 with a hardware reset in flight,
 /// 3 (Removing only) by driver unload, with no remove request; 4 (Quiescing only) with
 /// every vote in and the reset waiting for an operation in flight; 5 (Stopping only) past
-/// the operations' deadline, the holder's fence asked for and not reported.
+/// the operations' deadline, the holder's fence asked for and not reported. For the power
+/// states, `via` 0 is an idle power-down, 1 a system sleep, 2 (LowPower only) a system
+/// sleep with a reset request waiting for the power-up. `via` 6 and 7 reach SurpriseRemoved
+/// and Removing with a hardware power-down (6) or power-up (7) in flight.
 /// With `ops` the untrusted client has a hardware operation in flight from the start on
 /// (Stopping exists only so). In the holding variants the untrusted client also declares
 /// it cannot pause where the state takes that.
@@ -42,12 +45,15 @@ fn instance(
     let go = |o: &mut O, input: Input| o.step(input).0.is_ok();
     let via_fits = match via {
         0 => true,
-        1 | 2 => matches!(phase, SurpriseRemoved | Removing),
+        1 | 2 | 6 | 7 => matches!(phase, SurpriseRemoved | Removing),
         3 => phase == Removing,
         4 => phase == Quiescing && ops,
         5 => phase == Stopping && ops,
         _ => false,
-    };
+    } || matches!(
+        (phase, via),
+        (PoweringDown | LowPower | PoweringUp, 0 | 1) | (LowPower, 2)
+    );
     if !via_fits || phase == Stopping && !ops {
         return None;
     }
@@ -154,8 +160,51 @@ fn instance(
                 },
             ))
     };
+    let power_down = |o: &mut O| {
+        let kind = if via == 0 {
+            PowerDownKind::Idle
+        } else {
+            PowerDownKind::SystemSleep
+        };
+        started(o)
+            && go(
+                o,
+                Input::PowerDown {
+                    device: DEV,
+                    kind,
+                    token: RequestToken(5),
+                },
+            )
+    };
     let reached = match phase {
         Absent => unreachable!(),
+        PoweringDown => power_down(&mut o),
+        LowPower => {
+            power_down(&mut o)
+                && go(&mut o, Input::PowerDownDone { device: DEV })
+                && (via != 2 || go(&mut o, Input::ResetRequest { client: t }))
+        }
+        // After an idle power-down an access brings the device back (no request token);
+        // after a system sleep the owner does.
+        PoweringUp => {
+            power_down(&mut o)
+                && go(&mut o, Input::PowerDownDone { device: DEV })
+                && go(
+                    &mut o,
+                    if via == 0 {
+                        Input::Access {
+                            client: t,
+                            epoch: Epoch(0),
+                            what: Access::HardwareOp,
+                        }
+                    } else {
+                        Input::PowerUp {
+                            device: DEV,
+                            token: RequestToken(6),
+                        }
+                    },
+                )
+        }
         Added => true,
         RemovePending => go(
             &mut o,
@@ -175,6 +224,26 @@ fn instance(
                         token: RequestToken(2),
                     },
                 ),
+                6 | 7 => {
+                    started(&mut o)
+                        && go(
+                            &mut o,
+                            Input::PowerDown {
+                                device: DEV,
+                                kind: PowerDownKind::Idle,
+                                token: RequestToken(5),
+                            },
+                        )
+                        && (via == 6
+                            || go(&mut o, Input::PowerDownDone { device: DEV })
+                                && go(
+                                    &mut o,
+                                    Input::PowerUp {
+                                        device: DEV,
+                                        token: RequestToken(6),
+                                    },
+                                ))
+                }
                 _ => {
                     started(&mut o)
                         && go(&mut o, Input::ResetRequest { client: t })
@@ -307,7 +376,7 @@ fn instance(
 /// Every instance of `phase` that `instance` can build.
 fn instances(phase: PhaseKind) -> Vec<O> {
     let mut all = Vec::new();
-    for via in 0..6 {
+    for via in 0..8 {
         for fenced in [false, true] {
             for (h, r) in [(false, false), (false, true), (true, false), (true, true)] {
                 for ops in [false, true] {
@@ -412,6 +481,27 @@ fn candidates(kind: InputKind, o: &O) -> Vec<Input> {
             }));
             v
         }
+        InputKind::PowerDown => [PowerDownKind::Idle, PowerDownKind::SystemSleep]
+            .iter()
+            .map(|k| Input::PowerDown {
+                device: DEV,
+                kind: *k,
+                token,
+            })
+            .collect(),
+        InputKind::PowerDownDone => vec![Input::PowerDownDone { device: DEV }],
+        InputKind::PowerUp => vec![Input::PowerUp { device: DEV, token }],
+        InputKind::PowerUpDone => [
+            PowerUpResult::Powered,
+            PowerUpResult::LostState,
+            PowerUpResult::Failed,
+        ]
+        .iter()
+        .map(|r| Input::PowerUpDone {
+            device: DEV,
+            result: *r,
+        })
+        .collect(),
         // Driver-wide: not in the table; walked by the tests below.
         InputKind::Timeout | InputKind::Unload => vec![],
     }
@@ -581,6 +671,29 @@ fn drive_until_unloaded(o: &mut O, callbacks: bool) -> Vec<Output> {
             }) => Some(Input::ResetDone {
                 device: DEV,
                 result: ResetResult::Succeeded,
+            }),
+            Some(Phase::PoweringDown {
+                commanded: true, ..
+            })
+            | Some(Phase::SurpriseRemoved {
+                in_flight: Some(HwOp::PowerDown),
+                ..
+            })
+            | Some(Phase::Removing {
+                in_flight: Some(HwOp::PowerDown),
+                ..
+            }) => Some(Input::PowerDownDone { device: DEV }),
+            Some(Phase::PoweringUp { .. })
+            | Some(Phase::SurpriseRemoved {
+                in_flight: Some(HwOp::PowerUp),
+                ..
+            })
+            | Some(Phase::Removing {
+                in_flight: Some(HwOp::PowerUp),
+                ..
+            }) => Some(Input::PowerUpDone {
+                device: DEV,
+                result: PowerUpResult::Powered,
             }),
             _ => None,
         };

@@ -12,7 +12,8 @@ const DEV: DeviceId = DeviceId(0);
 /// The share of `TRANSITIONS` the walk must observe.
 ///
 /// Seen unobserved (seed as committed): two edges reached only with the epoch counter
-/// exhausted (`Running --FatalError--> Failed`, `StopPending --CancelStop--> Failed`),
+/// exhausted (`Running --FatalError--> Failed`, `StopPending --CancelStop--> Failed`,
+/// `PoweringUp --PowerUpDone--> Failed` for a lost-state power-up at the last epoch),
 /// `Stopping --AccessDone--> Absent` (rare), and four that look dead in the core as it
 /// stands: `Running --ResetRequest--> Executing` (the requester is a voter, so a cycle it
 /// starts always quiesces), `Quiescing --Remove/Unload--> Absent` (a quiescing device
@@ -93,7 +94,7 @@ fn walk(rng: &mut Rng, config: Config, steps: usize, seen: &mut BTreeSet<Edge>) 
         };
         let quiescing = m.phase(DEV) == Some(PhaseKind::Quiescing);
         let grant_first = clients.len() < 3 && m.phase(DEV) == Some(PhaseKind::Running);
-        let pick = rng.below(36);
+        let pick = rng.below(40);
         let input = if let Some(input) = prefix.next() {
             input
         } else {
@@ -184,6 +185,26 @@ fn walk(rng: &mut Rng, config: Config, steps: usize, seen: &mut BTreeSet<Edge>) 
                 34 => Input::Bind {
                     client: c,
                     ports: PortSet::single(PhysPort(0)),
+                },
+                36 => Input::PowerDown {
+                    device: DEV,
+                    kind: if rng.below(2) == 0 {
+                        PowerDownKind::Idle
+                    } else {
+                        PowerDownKind::SystemSleep
+                    },
+                    token,
+                },
+                37 => Input::PowerDownDone { device: DEV },
+                38 => Input::PowerUp { device: DEV, token },
+                39 => Input::PowerUpDone {
+                    device: DEV,
+                    result: [
+                        PowerUpResult::Powered,
+                        PowerUpResult::Powered,
+                        PowerUpResult::LostState,
+                        PowerUpResult::Failed,
+                    ][rng.below(4)],
                 },
                 _ => {
                     // A timer: sometimes exactly when the machine asks, sometimes a little on.

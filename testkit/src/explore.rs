@@ -26,7 +26,7 @@ use crate::sut::Sut;
 use crate::world::{drive_to_quiescence, past_all_deadlines, Quiesce, World};
 use pnp_lifecycle::{
     Access, ClientHandle, ClientKind, DeviceId, Epoch, Input, LinkState, PhysPort, PortCaps,
-    PortSet, Protocol, RequestToken, ResetResult, StartResult, Tick,
+    PortSet, PowerDownKind, PowerUpResult, Protocol, RequestToken, ResetResult, StartResult, Tick,
 };
 use std::collections::HashSet;
 use std::hash::{DefaultHasher, Hash, Hasher};
@@ -108,7 +108,7 @@ pub struct Report {
 
 /// What the explorer counts edges for, to show what its bound reaches: outputs, and
 /// hardware operations in flight racing a stop, a reset, a removal and a revocation.
-pub const LANDMARKS: [&str; 12] = [
+pub const LANDMARKS: [&str; 17] = [
     "cycle completed",
     "fence",
     "revoked",
@@ -121,6 +121,11 @@ pub const LANDMARKS: [&str; 12] = [
     "operation holder revoked and fenced",
     "cycle recovered without a reset",
     "query stop vetoed by a client that cannot pause",
+    "power-down commanded after waiting for an operation",
+    "device back in D0 after a power-up",
+    "lost-state power-up",
+    "access woke an idle device",
+    "reset served after a power-up",
 ];
 
 fn landmarks<S: Sut>(
@@ -145,6 +150,28 @@ fn landmarks<S: Sut>(
         {
             reached[6] += 1;
         }
+        if before.sut.phase(d) == Some(PhaseKind::PoweringUp) {
+            match after.sut.phase(d) {
+                Some(PhaseKind::Running) => reached[13] += 1,
+                Some(PhaseKind::Quiescing | PhaseKind::Executing) => {
+                    reached[13] += 1;
+                    reached[16] += 1;
+                }
+                _ => {}
+            }
+            if matches!(
+                (input, &step.result),
+                (
+                    Input::PowerUpDone {
+                        result: pnp_lifecycle::PowerUpResult::LostState,
+                        ..
+                    },
+                    Ok(_)
+                )
+            ) {
+                reached[14] += 1;
+            }
+        }
     }
     if matches!(
         (input, &step.result),
@@ -167,6 +194,14 @@ fn landmarks<S: Sut>(
                 outcome: CycleOutcome::Recovered(_),
                 ..
             } => 10,
+            Output::Hardware {
+                command: HardwareCommand::PowerDown,
+                ..
+            } if ended_an_op => 12,
+            Output::Hardware {
+                command: HardwareCommand::PowerUp,
+                ..
+            } if matches!(input, Input::Access { .. }) => 15,
             _ => continue,
         };
         reached[i] += 1;
@@ -320,6 +355,45 @@ pub fn alphabet<S: Sut>(world: &World<S>, wide: bool) -> Vec<(Tick, Input)> {
             device,
             result: ResetResult::Failed,
         });
+        // Power: the wide alphabet offers both kinds of power-down, the narrow one an idle
+        // power-down on even devices and a system sleep on odd ones. Completions only for
+        // a power command in flight and the power-up only in Dx (the state matrix walks
+        // their refusals); the wide alphabet adds the failed power-up.
+        for kind in [PowerDownKind::Idle, PowerDownKind::SystemSleep] {
+            if wide || (kind == PowerDownKind::Idle) == (di % 2 == 0) {
+                v.push(Input::PowerDown {
+                    device,
+                    kind,
+                    token: t(8),
+                });
+            }
+        }
+        let book = world.oracle.devices.get(di);
+        if book.is_some_and(|b| b.power_down_in_flight) {
+            v.push(Input::PowerDownDone { device });
+        }
+        if world.sut.phase(device) == Some(pnp_lifecycle::PhaseKind::LowPower) {
+            v.push(Input::PowerUp {
+                device,
+                token: t(9),
+            });
+        }
+        if book.is_some_and(|b| b.power_up_in_flight) {
+            v.push(Input::PowerUpDone {
+                device,
+                result: PowerUpResult::Powered,
+            });
+            v.push(Input::PowerUpDone {
+                device,
+                result: PowerUpResult::LostState,
+            });
+            if wide {
+                v.push(Input::PowerUpDone {
+                    device,
+                    result: PowerUpResult::Failed,
+                });
+            }
+        }
         let up = world.sut.link(device, PhysPort(0)) == Some(LinkState::Active);
         v.push(Input::LinkChanged {
             device,

@@ -12,8 +12,8 @@ use crate::world::{past_all_deadlines, World};
 use arbitrary::{Arbitrary, Result, Unstructured};
 use pnp_lifecycle::{
     Access, ClientHandle, ClientKind, Config, DeviceId, Epoch, Input, LinkState, PhysPort,
-    PortCaps, PortSet, Protocol, RequestToken, ResetResult, StartResult, Tick,
-    TrustedTimeoutPolicy,
+    PortCaps, PortSet, PowerDownKind, PowerUpResult, Protocol, RequestToken, ResetResult,
+    StartResult, Tick, TrustedTimeoutPolicy,
 };
 
 /// Generator state: the next fresh token.
@@ -154,7 +154,7 @@ impl Generator {
                 device,
                 result: StartResult::Started,
             },
-            Some(K::Running) => match u.int_in_range(0..=5u8)? {
+            Some(K::Running) => match u.int_in_range(0..=6u8)? {
                 0 if live.len() < S::CLIENTS => Input::Register {
                     device,
                     kind: ClientKind::Untrusted,
@@ -175,7 +175,34 @@ impl Generator {
                 4 if !live.is_empty() => Input::ResetRequest {
                     client: *u.choose(&live)?,
                 },
+                5 => Input::PowerDown {
+                    device,
+                    kind: if u.arbitrary()? {
+                        PowerDownKind::Idle
+                    } else {
+                        PowerDownKind::SystemSleep
+                    },
+                    token,
+                },
                 _ => Input::Remove { device, token },
+            },
+            Some(K::PoweringDown) => Input::PowerDownDone { device },
+            Some(K::LowPower) => match (u.int_in_range(0..=2u8)?, live.first()) {
+                (0, Some(&client)) => Input::Access {
+                    client,
+                    epoch,
+                    what: Access::HardwareOp,
+                },
+                (1, Some(&client)) => Input::ResetRequest { client },
+                _ => Input::PowerUp { device, token },
+            },
+            Some(K::PoweringUp) => Input::PowerUpDone {
+                device,
+                result: if u.ratio(1, 4)? {
+                    PowerUpResult::LostState
+                } else {
+                    PowerUpResult::Powered
+                },
             },
             Some(K::StopPending) => Input::Stop { device, token },
             Some(K::Quiescing) if !voters.is_empty() => {
@@ -195,7 +222,7 @@ impl Generator {
     }
 
     fn input<S: Sut>(&mut self, u: &mut Unstructured<'_>, world: &World<S>) -> Result<Input> {
-        let choice = u.int_in_range(0..=111u8)?;
+        let choice = u.int_in_range(0..=119u8)?;
         let input = match choice {
             0..=3 => Input::AddDevice {
                 device: self.device::<S>(u)?,
@@ -380,6 +407,30 @@ impl Generator {
             },
             108..=109 => Input::CanPause {
                 client: self.handle(u, world)?,
+            },
+            110..=111 => Input::PowerDown {
+                device: self.device::<S>(u)?,
+                kind: if u.arbitrary()? {
+                    PowerDownKind::Idle
+                } else {
+                    PowerDownKind::SystemSleep
+                },
+                token: self.token(u)?,
+            },
+            112..=113 => Input::PowerDownDone {
+                device: self.device::<S>(u)?,
+            },
+            114 => Input::PowerUp {
+                device: self.device::<S>(u)?,
+                token: self.token(u)?,
+            },
+            115..=117 => Input::PowerUpDone {
+                device: self.device::<S>(u)?,
+                result: match u.int_in_range(0..=7u8)? {
+                    0 => PowerUpResult::Failed,
+                    1..=2 => PowerUpResult::LostState,
+                    _ => PowerUpResult::Powered,
+                },
             },
             _ => Input::arbitrary(u)?,
         };

@@ -26,9 +26,9 @@ use pnp_lifecycle::table::{Disposition, TABLE};
 use pnp_lifecycle::{
     Access, BindingCaps, ClientHandle, ClientKind, ClientState, ClientView, Config, CycleOutcome,
     DeviceId, DriverPhase, Epoch, Error, Event, FailureCause, FatalAnswer, HardwareCommand, Input,
-    InputKind, LinkState, Output, PhaseKind, PhysPort, PortCaps, PortSet, Reply, RequestToken,
-    ResetAnswer, ResetResult, Role, StartResult, Status, Tick, TrustedTimeoutPolicy, Unregistered,
-    VetoReason,
+    InputKind, LinkState, Output, PhaseKind, PhysPort, PortCaps, PortSet, PowerDownKind,
+    PowerUpResult, Reply, RequestToken, ResetAnswer, ResetResult, Role, StartResult, Status, Tick,
+    TrustedTimeoutPolicy, Unregistered, VetoReason,
 };
 
 /// Hardware operations one client may have in flight (the core documents 16).
@@ -62,6 +62,8 @@ impl Undo {
 enum Hw {
     Start,
     Reset,
+    PowerDown,
+    PowerUp,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -77,6 +79,7 @@ enum Back {
     Running,
     Stopped,
     Failed(bool),
+    LowPower(PowerDownKind),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -93,7 +96,8 @@ enum St {
         draining: Option<u64>,
     },
     Executing(Next),
-    StopPending(bool),
+    /// A pending stop: a deferred fatal error, and the low-power state it was asked in.
+    StopPending(bool, Option<PowerDownKind>),
     /// A stop waiting for hardware operations: its token, since when, a folded fatal.
     Stopping {
         token: RequestToken,
@@ -113,6 +117,26 @@ enum St {
         undo: Undo,
         hw: Option<Hw>,
     },
+    /// Clients told Suspending; draining operations, then the power-down command.
+    PoweringDown {
+        kind: PowerDownKind,
+        token: RequestToken,
+        since: u64,
+        commanded: bool,
+        reset: bool,
+        /// An access came during an idle power-down: back up once down.
+        wake: bool,
+    },
+    /// In Dx; `reset`: a reset waits for the power-up.
+    LowPower {
+        kind: PowerDownKind,
+        reset: bool,
+    },
+    /// Power-up commanded.
+    PoweringUp {
+        token: Option<RequestToken>,
+        reset: bool,
+    },
 }
 
 impl St {
@@ -124,13 +148,16 @@ impl St {
             St::Running => PhaseKind::Running,
             St::Quiescing { .. } => PhaseKind::Quiescing,
             St::Executing(_) => PhaseKind::Executing,
-            St::StopPending(_) => PhaseKind::StopPending,
+            St::StopPending(..) => PhaseKind::StopPending,
             St::Stopping { .. } => PhaseKind::Stopping,
             St::Stopped => PhaseKind::Stopped,
             St::RemovePending(..) => PhaseKind::RemovePending,
             St::Failed(_) => PhaseKind::Failed,
             St::Surprised { .. } => PhaseKind::SurpriseRemoved,
             St::Removing { .. } => PhaseKind::Removing,
+            St::PoweringDown { .. } => PhaseKind::PoweringDown,
+            St::LowPower { .. } => PhaseKind::LowPower,
+            St::PoweringUp { .. } => PhaseKind::PoweringUp,
         }
     }
 }
@@ -200,11 +227,20 @@ impl Mbox {
                 self.last = Some(e);
             }
             Event::LinkChanged { port, .. } => self.links = self.links.with(port),
-            Event::DeviceStarted { .. } | Event::DeviceStopped | Event::DeviceFatal => {
+            Event::DeviceStarted { .. }
+            | Event::DeviceStopped
+            | Event::DeviceFatal
+            | Event::Suspending { .. }
+            | Event::Resumed { .. } => {
+                // Device news (power news too) replaces older device news.
                 self.ordered.retain(|x| {
                     !matches!(
                         x,
-                        Event::DeviceStarted { .. } | Event::DeviceStopped | Event::DeviceFatal
+                        Event::DeviceStarted { .. }
+                            | Event::DeviceStopped
+                            | Event::DeviceFatal
+                            | Event::Suspending { .. }
+                            | Event::Resumed { .. }
                     )
                 });
                 if e == Event::DeviceFatal {
@@ -240,6 +276,8 @@ impl Cl {
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct Dev {
     st: St,
+    /// A system sleep asked for during a reset cycle.
+    sleep: Option<RequestToken>,
     epoch: u32,
     ports: Vec<Option<(PortCaps, LinkState)>>,
     cls: Vec<Cl>,
@@ -263,6 +301,7 @@ impl Model {
     pub fn new(devices: usize, clients: usize, ports: usize, config: Config) -> Model {
         let dev = Dev {
             st: St::Absent,
+            sleep: None,
             epoch: 0,
             ports: vec![None; ports],
             cls: vec![Cl::free(0); clients],
@@ -375,7 +414,12 @@ impl Model {
                         ts.push(op_deadline(from));
                     }
                 }
-                St::Stopping { since, .. } if unfenced_ops => ts.push(op_deadline(since)),
+                St::Stopping { since, .. }
+                | St::PoweringDown {
+                    since,
+                    commanded: false,
+                    ..
+                } if unfenced_ops => ts.push(op_deadline(since)),
                 St::Removing { deadline, .. }
                     if unfenced_ops || d.cls.iter().any(|c| c.reg == Reg::Removed) =>
                 {
@@ -501,7 +545,9 @@ impl Model {
             unloading,
             out,
         };
-        self.devs[di].input(&mut cx, input)
+        let reply = self.devs[di].input(&mut cx, input)?;
+        self.devs[di].after(&mut cx);
+        Ok(reply)
     }
 
     fn tick(&mut self, now: u64, out: &mut Out) -> Result<Reply, Error> {
@@ -516,6 +562,7 @@ impl Model {
                 out,
             };
             dev.tick(&mut cx);
+            dev.after(&mut cx);
         }
         Ok(Reply::Accepted)
     }
@@ -536,6 +583,7 @@ impl Model {
                 out,
             };
             dev.unload(&mut cx);
+            dev.after(&mut cx);
         }
         Ok(Reply::Accepted)
     }
@@ -689,6 +737,7 @@ impl Dev {
     /// Something in flight finished or was fenced: a stop, reset or removal may go on.
     fn progress(&mut self, cx: &mut Cx<'_>) {
         match self.st {
+            St::PoweringDown { .. } => self.maybe_power_down(cx),
             St::Stopping { .. } => self.maybe_finish_stop(cx),
             St::Quiescing { .. } => self.maybe_execute(cx),
             St::Removing { .. } => self.maybe_finish_removal(cx),
@@ -770,28 +819,35 @@ impl Dev {
                 ok
             }
             Input::StartDone { result, .. } => self.start_done(cx, result).map(|_| Reply::Accepted),
-            Input::QueryStop { token, .. } => match self.st {
-                St::Running => {
-                    if self
-                        .cls
-                        .iter()
-                        .any(|c| c.reg == Reg::Live && c.cannot_pause)
-                    {
-                        return Err(Error::Vetoed(VetoReason::ClientCannotPause));
-                    }
-                    self.st = St::StopPending(false);
-                    cx.done(token, Status::Success);
-                    ok
+            Input::QueryStop { token, .. } => {
+                let low = match self.st {
+                    St::Running => None,
+                    St::LowPower { reset: false, kind } => Some(kind),
+                    _ => return Err(Error::Vetoed(VetoReason::ResetInProgress)),
+                };
+                if self
+                    .cls
+                    .iter()
+                    .any(|c| c.reg == Reg::Live && c.cannot_pause)
+                {
+                    return Err(Error::Vetoed(VetoReason::ClientCannotPause));
                 }
-                _ => Err(Error::Vetoed(VetoReason::ResetInProgress)),
-            },
+                self.st = St::StopPending(false, low);
+                cx.done(token, Status::Success);
+                ok
+            }
             Input::CancelStop { token, .. } => {
-                let St::StopPending(fatal) = self.st else {
+                let St::StopPending(fatal, low) = self.st else {
                     return Err(Error::InvalidState {
                         phase: self.st.kind(),
                         input: InputKind::CancelStop,
                     });
                 };
+                if let Some(kind) = low {
+                    self.st = St::LowPower { kind, reset: false };
+                    cx.done(token, Status::Success);
+                    return ok;
+                }
                 self.st = St::Running;
                 cx.done(token, Status::Success);
                 if fatal {
@@ -800,13 +856,23 @@ impl Dev {
                 ok
             }
             Input::Stop { token, .. } => {
-                let St::StopPending(fatal) = self.st else {
+                let St::StopPending(fatal, low) = self.st else {
                     return Err(Error::InvalidState {
                         phase: self.st.kind(),
                         input: InputKind::Stop,
                     });
                 };
                 self.tell_live(cx, Event::DeviceStopped);
+                if low.is_some() {
+                    // Stopped from Dx: nothing in flight, no register touched.
+                    self.st = St::Stopped;
+                    cx.hw(HardwareCommand::ReleaseResources);
+                    cx.done(token, Status::Success);
+                    if cx.unloading {
+                        self.begin_removal(cx, None, Undo::None, None, false);
+                    }
+                    return ok;
+                }
                 // The stop waits for hardware operations in flight (I12).
                 self.st = St::Stopping {
                     token,
@@ -822,6 +888,7 @@ impl Dev {
                     St::Running => Back::Running,
                     St::Stopped => Back::Stopped,
                     St::Failed(h) => Back::Failed(h),
+                    St::LowPower { kind, reset: false } => Back::LowPower(kind),
                     _ => return Err(Error::Vetoed(VetoReason::ResetInProgress)),
                 };
                 if self.cls.iter().any(|c| c.reg == Reg::Live && c.holding) {
@@ -843,6 +910,7 @@ impl Dev {
                     Back::Running => St::Running,
                     Back::Stopped => St::Stopped,
                     Back::Failed(h) => St::Failed(h),
+                    Back::LowPower(kind) => St::LowPower { kind, reset: false },
                 };
                 cx.done(token, Status::Success);
                 if fatal {
@@ -1067,6 +1135,29 @@ impl Dev {
                 if matches!(self.st, St::Quiescing { .. }) && c.role != Role::Voting {
                     return Err(Error::ResetInProgress);
                 }
+                match self.st {
+                    // An idle Dx comes back for the access; system sleep refuses it.
+                    St::LowPower {
+                        kind: PowerDownKind::Idle,
+                        reset,
+                    } => {
+                        self.begin_power_up(cx, None, reset);
+                        return Ok(Reply::AccessWaitsForPowerUp);
+                    }
+                    St::PoweringUp { .. } => return Ok(Reply::AccessWaitsForPowerUp),
+                    St::PoweringDown {
+                        kind: PowerDownKind::Idle,
+                        ref mut wake,
+                        ..
+                    } => {
+                        *wake = true;
+                        return Ok(Reply::AccessWaitsForPowerUp);
+                    }
+                    St::LowPower { kind, .. } | St::PoweringDown { kind, .. } => {
+                        return Err(Error::Suspended { kind })
+                    }
+                    _ => {}
+                }
                 match what {
                     Access::QueryCounters(p) => {
                         if !matches!(self.ports.get(usize::from(p.0)), Some(Some(_))) {
@@ -1083,7 +1174,249 @@ impl Dev {
                 }
                 Ok(Reply::AccessGranted)
             }
+            Input::PowerDown { kind, token, .. } => match (self.st, kind) {
+                (St::Running, _) => {
+                    self.begin_power_down(cx, kind, token);
+                    ok
+                }
+                (St::Quiescing { .. } | St::Executing(_), PowerDownKind::Idle) => {
+                    Err(Error::Vetoed(VetoReason::ResetInProgress))
+                }
+                (St::Executing(Next::Remove(_)), _) => Err(Error::RemoveInProgress),
+                (St::Quiescing { .. } | St::Executing(_), _) => {
+                    if self.sleep.is_some() {
+                        return Err(Error::RequestPending);
+                    }
+                    self.sleep = Some(token);
+                    ok
+                }
+                (St::LowPower { kind: was, reset }, _) => {
+                    let kind = if was == PowerDownKind::Idle && kind == PowerDownKind::Idle {
+                        PowerDownKind::Idle
+                    } else {
+                        PowerDownKind::SystemSleep
+                    };
+                    self.st = St::LowPower { kind, reset };
+                    cx.done(token, Status::Success);
+                    ok
+                }
+                _ => Err(Error::InvalidState {
+                    phase: self.st.kind(),
+                    input: InputKind::PowerDown,
+                }),
+            },
+            Input::PowerDownDone { .. } => match self.st {
+                St::PoweringDown {
+                    kind,
+                    token,
+                    commanded: true,
+                    reset,
+                    wake,
+                    ..
+                } => {
+                    self.st = St::LowPower { kind, reset };
+                    cx.done(token, Status::Success);
+                    if (reset || wake) && kind == PowerDownKind::Idle {
+                        self.begin_power_up(cx, None, reset);
+                    }
+                    ok
+                }
+                _ => self
+                    .power_done_late(cx, Hw::PowerDown, false)
+                    .map(|_| Reply::Accepted),
+            },
+            Input::PowerUp { token, .. } => match self.st {
+                St::LowPower { reset, .. } => {
+                    self.begin_power_up(cx, Some(token), reset);
+                    ok
+                }
+                St::PoweringUp { token: None, reset } => {
+                    self.st = St::PoweringUp {
+                        token: Some(token),
+                        reset,
+                    };
+                    ok
+                }
+                St::PoweringUp { .. } => Err(Error::RequestPending),
+                _ => Err(Error::InvalidState {
+                    phase: self.st.kind(),
+                    input: InputKind::PowerUp,
+                }),
+            },
+            Input::PowerUpDone { result, .. } => {
+                self.power_up_done(cx, result).map(|_| Reply::Accepted)
+            }
             Input::Timeout | Input::Unload => Err(Error::NoSuchDevice),
+        }
+    }
+
+    /// Power: clients told Suspending, then the power-down once nothing is in flight.
+    fn begin_power_down(&mut self, cx: &mut Cx<'_>, kind: PowerDownKind, token: RequestToken) {
+        self.tell_live(cx, Event::Suspending { kind });
+        self.st = St::PoweringDown {
+            kind,
+            token,
+            since: cx.now,
+            commanded: false,
+            reset: false,
+            wake: false,
+        };
+        self.maybe_power_down(cx);
+    }
+
+    fn maybe_power_down(&mut self, cx: &mut Cx<'_>) {
+        if let St::PoweringDown {
+            commanded: commanded @ false,
+            ..
+        } = &mut self.st
+        {
+            if self.cls.iter().any(|c| c.ops > 0) {
+                return;
+            }
+            *commanded = true;
+            cx.hw(HardwareCommand::PowerDown);
+        }
+    }
+
+    fn begin_power_up(&mut self, cx: &mut Cx<'_>, token: Option<RequestToken>, reset: bool) {
+        self.st = St::PoweringUp { token, reset };
+        cx.hw(HardwareCommand::PowerUp);
+    }
+
+    /// A reset (or fatal error) in a power transition or in Dx waits for the power-up.
+    fn reset_after_power_up(&mut self, cx: &mut Cx<'_>) {
+        match &mut self.st {
+            St::PoweringDown { reset, .. } | St::PoweringUp { reset, .. } => *reset = true,
+            St::LowPower {
+                kind: PowerDownKind::Idle,
+                ..
+            } => self.begin_power_up(cx, None, true),
+            St::LowPower { reset, .. } => *reset = true,
+            _ => {}
+        }
+    }
+
+    fn power_up_done(&mut self, cx: &mut Cx<'_>, result: PowerUpResult) -> Result<(), Error> {
+        let St::PoweringUp { token, reset } = self.st else {
+            return self.power_done_late(cx, Hw::PowerUp, result == PowerUpResult::Failed);
+        };
+        let done = |cx: &mut Cx<'_>, status| {
+            if let Some(t) = token {
+                cx.done(t, status);
+            }
+        };
+        match result {
+            PowerUpResult::Powered => {
+                self.st = St::Running;
+                done(cx, Status::Success);
+                let epoch = Epoch(self.epoch);
+                self.tell_live(
+                    cx,
+                    Event::Resumed {
+                        epoch,
+                        state_lost: false,
+                    },
+                );
+                if reset {
+                    self.serve_deferred(cx);
+                }
+            }
+            PowerUpResult::LostState if self.epoch < u32::MAX => {
+                self.epoch += 1;
+                for c in self.cls.iter_mut().filter(|c| c.reg == Reg::Live) {
+                    c.role = Role::Idle;
+                    c.fresh = false;
+                }
+                self.st = St::Running;
+                done(cx, Status::Success);
+                let epoch = Epoch(self.epoch);
+                self.tell_live(
+                    cx,
+                    Event::Resumed {
+                        epoch,
+                        state_lost: true,
+                    },
+                );
+                if reset {
+                    cx.cycle(CycleOutcome::Completed(epoch));
+                }
+            }
+            PowerUpResult::LostState => {
+                done(cx, Status::HardwareFailed);
+                self.fail_exhausted(cx);
+                if reset {
+                    cx.cycle(CycleOutcome::HardwareFailed);
+                }
+            }
+            PowerUpResult::Failed => {
+                done(cx, Status::HardwareFailed);
+                if reset {
+                    cx.cycle(CycleOutcome::AbortedBySurpriseRemoval);
+                }
+                // The hardware vanished: as a surprise removal in Dx.
+                if cx.unloading {
+                    self.begin_removal(cx, None, Undo::Release, None, true);
+                } else {
+                    for i in 0..self.cls.len() {
+                        if self.cls[i].reg == Reg::Live {
+                            self.cls[i].reg = Reg::Removed;
+                            self.tell(cx, i, Event::Removed { surprise: true });
+                        }
+                    }
+                    self.st = St::Surprised {
+                        held: true,
+                        hw: None,
+                    };
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A power command reports after surprise removal or once removal began.
+    fn power_done_late(&mut self, cx: &mut Cx<'_>, op: Hw, failed: bool) -> Result<(), Error> {
+        match self.st {
+            St::Surprised { held, hw: Some(h) } if h == op => {
+                self.st = St::Surprised { held, hw: None };
+                Ok(())
+            }
+            St::Removing {
+                token,
+                deadline,
+                undo,
+                hw: Some(h),
+            } if h == op => {
+                self.st = St::Removing {
+                    token,
+                    deadline,
+                    undo: if failed { undo.no_registers() } else { undo },
+                    hw: None,
+                };
+                self.maybe_finish_removal(cx);
+                Ok(())
+            }
+            _ => Err(Error::NoHardwareCommandInFlight),
+        }
+    }
+
+    /// After every input: a system sleep asked for during a reset cycle begins once the
+    /// cycle left the device running, or completes if it ended anywhere else.
+    fn after(&mut self, cx: &mut Cx<'_>) {
+        let Some(token) = self.sleep else { return };
+        match self.st {
+            St::Quiescing { .. } | St::Executing(_) => {}
+            St::Running => {
+                self.sleep = None;
+                self.begin_power_down(cx, PowerDownKind::SystemSleep, token);
+            }
+            St::Failed(_) => {
+                self.sleep = None;
+                cx.done(token, Status::HardwareFailed);
+            }
+            _ => {
+                self.sleep = None;
+                cx.done(token, Status::DeviceGone);
+            }
         }
     }
 
@@ -1178,7 +1511,8 @@ impl Dev {
     fn undo_for(&self) -> Undo {
         match self.st {
             St::Added | St::Stopped => Undo::None,
-            St::Running | St::StopPending(_) | St::Quiescing { .. } => Undo::ShutdownRelease,
+            St::StopPending(_, Some(_)) | St::RemovePending(Back::LowPower(_), _) => Undo::Release,
+            St::Running | St::StopPending(..) | St::Quiescing { .. } => Undo::ShutdownRelease,
             St::RemovePending(Back::Added, _) | St::RemovePending(Back::Stopped, _) => Undo::None,
             St::RemovePending(Back::Running, _) => Undo::ShutdownRelease,
             St::RemovePending(Back::Failed(h), _) | St::Failed(h) => Undo::held(h),
@@ -1237,6 +1571,42 @@ impl Dev {
             }
             // Only unload gets here: the stop removes once it finished.
             St::Stopping { .. } => Ok(()),
+            // Remove during a power transition or in Dx: its request is answered, a reset
+            // waiting for the power-up is aborted; from Dx nothing is powered up.
+            St::PoweringDown {
+                token: t,
+                commanded,
+                reset,
+                ..
+            } => {
+                cx.done(t, Status::DeviceGone);
+                if reset {
+                    cx.cycle(CycleOutcome::AbortedByRemove);
+                }
+                if commanded {
+                    self.begin_removal(cx, token, Undo::Release, Some(Hw::PowerDown), false);
+                } else {
+                    self.begin_removal(cx, token, Undo::ShutdownRelease, None, false);
+                }
+                Ok(())
+            }
+            St::LowPower { reset, .. } => {
+                if reset {
+                    cx.cycle(CycleOutcome::AbortedByRemove);
+                }
+                self.begin_removal(cx, token, Undo::Release, None, false);
+                Ok(())
+            }
+            St::PoweringUp { token: t, reset } => {
+                if let Some(t) = t {
+                    cx.done(t, Status::DeviceGone);
+                }
+                if reset {
+                    cx.cycle(CycleOutcome::AbortedByRemove);
+                }
+                self.begin_removal(cx, token, Undo::ShutdownRelease, Some(Hw::PowerUp), false);
+                Ok(())
+            }
             St::Quiescing { .. } => {
                 self.all_roles(Role::Idle);
                 cx.cycle(CycleOutcome::AbortedByRemove);
@@ -1244,7 +1614,7 @@ impl Dev {
                 Ok(())
             }
             _ => {
-                if let St::StopPending(true) | St::RemovePending(_, true) = self.st {
+                if let St::StopPending(true, _) | St::RemovePending(_, true) = self.st {
                     cx.cycle(CycleOutcome::AbortedByRemove);
                 }
                 let undo = self.undo_for();
@@ -1271,11 +1641,38 @@ impl Dev {
                 (false, Some(Hw::Start))
             }
             St::Running => (true, None),
-            St::StopPending(fatal) => {
+            St::StopPending(fatal, _) => {
                 if fatal {
                     cx.cycle(CycleOutcome::AbortedBySurpriseRemoval);
                 }
                 (true, None)
+            }
+            St::PoweringDown {
+                token,
+                commanded,
+                reset,
+                ..
+            } => {
+                cx.done(token, Status::DeviceGone);
+                if reset {
+                    cx.cycle(CycleOutcome::AbortedBySurpriseRemoval);
+                }
+                (true, commanded.then_some(Hw::PowerDown))
+            }
+            St::LowPower { reset, .. } => {
+                if reset {
+                    cx.cycle(CycleOutcome::AbortedBySurpriseRemoval);
+                }
+                (true, None)
+            }
+            St::PoweringUp { token, reset } => {
+                if let Some(t) = token {
+                    cx.done(t, Status::DeviceGone);
+                }
+                if reset {
+                    cx.cycle(CycleOutcome::AbortedBySurpriseRemoval);
+                }
+                (true, Some(Hw::PowerUp))
             }
             St::Stopping { token, fatal, .. } => {
                 if fatal {
@@ -1310,6 +1707,7 @@ impl Dev {
                     Back::Added | Back::Stopped => (false, None),
                     Back::Running => (true, None),
                     Back::Failed(h) => (h, None),
+                    Back::LowPower(_) => (true, None),
                 }
             }
             St::Failed(h) => (h, None),
@@ -1437,6 +1835,16 @@ impl Dev {
                         Ok(ResetAnswer::Scheduled)
                     }
                 }
+            }
+            St::PoweringDown { .. } | St::LowPower { .. } | St::PoweringUp { .. } => {
+                if self.epoch == u32::MAX {
+                    return Err(Error::EpochExhausted);
+                }
+                if cx.unloading {
+                    return Err(Error::Unloading);
+                }
+                self.reset_after_power_up(cx);
+                Ok(ResetAnswer::AfterPowerUp)
             }
             _ => Err(Error::InvalidState {
                 phase: self.st.kind(),
@@ -1623,8 +2031,11 @@ impl Dev {
                 }
             }
             St::Stopping { since, .. }
-                if now >= since.saturating_add(cx.config.operation_timeout) =>
-            {
+            | St::PoweringDown {
+                since,
+                commanded: false,
+                ..
+            } if now >= since.saturating_add(cx.config.operation_timeout) => {
                 self.fence_ops(cx);
             }
             St::Removing { deadline, .. } if now >= deadline => {
@@ -1679,9 +2090,13 @@ impl Dev {
                 self.st = St::Starting(t, true);
                 Ok(FatalAnswer::Deferred)
             }
-            St::StopPending(_) => {
-                self.st = St::StopPending(true);
+            St::StopPending(_, None) => {
+                self.st = St::StopPending(true, None);
                 Ok(FatalAnswer::Deferred)
+            }
+            St::PoweringDown { .. } | St::PoweringUp { .. } => {
+                self.reset_after_power_up(cx);
+                Ok(FatalAnswer::Served(ResetAnswer::AfterPowerUp))
             }
             St::Stopping { token, since, .. } => {
                 self.st = St::Stopping {

@@ -1,4 +1,4 @@
-//! The oracle: the rules of `DESIGN.md` (I1-I13 and the unnumbered rules it can see)
+//! The oracle: the rules of `DESIGN.md` (I1-I14 and the unnumbered rules it can see)
 //! as executable predicates over one step (the owner's `now`, the machine before, the
 //! input, the result, the outputs drained after it, the machine after), plus the
 //! owner-side bookkeeping they need (what each client was told, which callback is in
@@ -13,8 +13,9 @@ use crate::sut::Sut;
 use pnp_lifecycle::table::{disposition, is_listed, Disposition};
 use pnp_lifecycle::{
     Access, ClientHandle, ClientKind, ClientState, Config, CycleOutcome, DeviceId, DriverPhase,
-    Epoch, Error, Event, FatalAnswer, HardwareCommand, Input, InputKind, Output, PhaseKind, Reply,
-    ResetAnswer, Tick, TrustedTimeoutPolicy, Unregistered, VetoReason,
+    Epoch, Error, Event, FatalAnswer, HardwareCommand, Input, InputKind, Output, PhaseKind,
+    PowerDownKind, PowerUpResult, Reply, ResetAnswer, Tick, TrustedTimeoutPolicy, Unregistered,
+    VetoReason,
 };
 use std::collections::BTreeMap;
 use std::fmt;
@@ -56,6 +57,13 @@ pub enum Check {
     /// I13: no client revoked or timed out before its configured deadline, counted from
     /// the `now` of the input that started it; time never goes backwards.
     I13,
+    /// I14: while a device is in a low-power state (from its `PowerDown` command until
+    /// its `PowerUp` reports, a restart or its removal) no hardware command but `PowerUp`
+    /// (and `ReleaseResources`, which touches no register) and no access is granted;
+    /// every client told `Suspending` is later told `Resumed` (or, after a stop,
+    /// `DeviceStarted`), `Removed` or `Revoked`. Also: a system sleep is never woken by
+    /// an access, and a power-down requested during a reset cycle waits for it.
+    I14,
     /// At most one callback in flight per client.
     OneCallback,
     /// A revoked client with a callback in flight is fenced (and only such a client).
@@ -155,6 +163,8 @@ pub struct ClientBook {
     pub voter: bool,
     /// The epoch of the interface it holds (from registration or `AcquireInterface`).
     pub interface: Option<Epoch>,
+    /// Told `Suspending` and not yet `Resumed`/`DeviceStarted` (I14).
+    pub suspended: bool,
 }
 
 impl ClientBook {
@@ -208,6 +218,19 @@ pub struct DeviceBook {
     pub resources_held: bool,
     /// Every client handle ever issued for the device.
     pub clients: BTreeMap<(u8, u16), ClientBook>,
+    /// The hardware was commanded to power down and has not been powered up (nor
+    /// restarted, nor removed) since (I14).
+    pub low_power: bool,
+    /// A system sleep was accepted and no power-up commanded since: an access must not
+    /// wake the device.
+    pub sleep: bool,
+    /// A `Hardware{PowerDown}` is outstanding (answered by `PowerDownDone`).
+    pub power_down_in_flight: bool,
+    /// A `Hardware{PowerUp}` is outstanding (answered by `PowerUpDone`).
+    pub power_up_in_flight: bool,
+    /// A reset request (or fatal error) answered `AfterPowerUp` owes the one cycle (or
+    /// lost-state power-up) that serves it.
+    pub power_reset: bool,
 }
 
 impl DeviceBook {
@@ -241,6 +264,13 @@ pub struct Oracle {
 
 fn is_cycle_phase(p: Option<PhaseKind>) -> bool {
     matches!(p, Some(PhaseKind::Quiescing | PhaseKind::Executing))
+}
+
+fn is_power_phase(p: Option<PhaseKind>) -> bool {
+    matches!(
+        p,
+        Some(PhaseKind::PoweringDown | PhaseKind::LowPower | PhaseKind::PoweringUp)
+    )
 }
 
 impl Oracle {
@@ -440,7 +470,7 @@ impl Oracle {
             let pb = before.phase(h.device);
             let by_operation = holds_ops
                 && match pb {
-                    Some(PhaseKind::Stopping | PhaseKind::Quiescing) => d
+                    Some(PhaseKind::Stopping | PhaseKind::Quiescing | PhaseKind::PoweringDown) => d
                         .drain_since
                         .is_some_and(|t| now >= t.after(config.operation_timeout)),
                     Some(PhaseKind::Removing) => d
@@ -519,6 +549,8 @@ impl Oracle {
                 | InputKind::Timeout
                 | InputKind::StartDone
                 | InputKind::ResetDone
+                | InputKind::PowerDownDone
+                | InputKind::PowerUpDone
                 | InputKind::FatalError
         ) {
             let phase = input.device().and_then(|d| before.phase(d));
@@ -539,9 +571,13 @@ impl Oracle {
                                     | (PhaseKind::Absent, _)
                             ))
                 }
-                Error::NoHardwareCommandInFlight => {
-                    matches!(kind, InputKind::StartDone | InputKind::ResetDone)
-                }
+                Error::NoHardwareCommandInFlight => matches!(
+                    kind,
+                    InputKind::StartDone
+                        | InputKind::ResetDone
+                        | InputKind::PowerDownDone
+                        | InputKind::PowerUpDone
+                ),
                 Error::RequestPending => kind == InputKind::Remove,
                 _ => false,
             };
@@ -573,6 +609,30 @@ impl Oracle {
                         "ResetDone refused though a reset is in flight on {:?}",
                         device
                     );
+                }
+            }
+            (Input::PowerDownDone { device }, Error::NoHardwareCommandInFlight) => {
+                if self.dev(*device).is_some_and(|d| d.power_down_in_flight) {
+                    fail!(I11, "PowerDownDone refused though one is in flight");
+                }
+            }
+            (Input::PowerUpDone { device, .. }, Error::NoHardwareCommandInFlight) => {
+                if self.dev(*device).is_some_and(|d| d.power_up_in_flight) {
+                    fail!(I11, "PowerUpDone refused though one is in flight");
+                }
+            }
+            // I14: an access in Dx is never granted; a system sleep refuses it by name.
+            (Input::Access { client, .. }, Error::Suspended { kind }) => {
+                let phase = before.phase(client.device);
+                let sleeping = self.dev(client.device).is_some_and(|b| b.sleep);
+                let ok = match phase {
+                    Some(PhaseKind::PoweringDown | PhaseKind::LowPower) => {
+                        *kind == PowerDownKind::SystemSleep && sleeping
+                    }
+                    _ => false,
+                };
+                if !ok {
+                    fail!(I14, "access refused as {:?} in {:?}", e, phase);
                 }
             }
             (Input::CallbackDone { client }, Error::NoCallbackInFlight) => {
@@ -686,6 +746,12 @@ impl Oracle {
             // A cycle began (one that also ended in this step is answered in its outputs).
             if !is_cycle_phase(pb) && (is_cycle_phase(pa) || requested) {
                 let b = self.dev_mut(d)?;
+                if b.power_reset && pb == Some(PhaseKind::PoweringUp) {
+                    // The cycle a reset request in Dx waited for: it serves that request.
+                    b.power_reset = false;
+                    self.begin_cycle(d, now)?;
+                    continue;
+                }
                 if b.cycles_owed != 0 {
                     fail!(I8, "a new cycle began while {} owed", b.cycles_owed);
                 }
@@ -753,6 +819,39 @@ impl Oracle {
                     fail!(I3, "ResetDone accepted with no reset in flight");
                 }
                 b.reset_in_flight = false;
+            }
+            Input::PowerDown { device, kind, .. } => {
+                let pb = before.phase(device);
+                if kind == PowerDownKind::Idle && is_cycle_phase(pb) {
+                    fail!(
+                        I14,
+                        "idle power-down of {:?} accepted during a reset cycle",
+                        device
+                    );
+                }
+                if kind == PowerDownKind::SystemSleep {
+                    self.dev_mut(device)?.sleep = true;
+                }
+            }
+            Input::PowerDownDone { device } => {
+                let b = self.dev_mut(device)?;
+                if !b.power_down_in_flight {
+                    fail!(I3, "PowerDownDone accepted with no power-down in flight");
+                }
+                b.power_down_in_flight = false;
+            }
+            Input::PowerUpDone { device, result } => {
+                let b = self.dev_mut(device)?;
+                if !b.power_up_in_flight {
+                    fail!(I3, "PowerUpDone accepted with no power-up in flight");
+                }
+                b.power_up_in_flight = false;
+                if result == PowerUpResult::Failed {
+                    // A failed power-up: the hardware vanished (a surprise removal).
+                    b.surprise = true;
+                } else {
+                    b.low_power = false;
+                }
             }
             Input::LinkChanged { device, .. } => {
                 // I7: the device state does not move.
@@ -998,10 +1097,36 @@ impl Oracle {
                         c.interface
                     );
                 }
-                match phase {
-                    Some(PhaseKind::Running) => {}
-                    Some(PhaseKind::Quiescing) if c.voter || c.owed_end => {}
-                    _ => fail!(I3, "access granted in {:?} (voter: {})", phase, c.voter),
+                let low_power = self.dev(client.device).is_some_and(|b| b.low_power);
+                let sleeping = self.dev(client.device).is_some_and(|b| b.sleep);
+                if *reply == Reply::AccessWaitsForPowerUp {
+                    // I14: only an idle Dx (or a power-up under way) makes an access wait.
+                    let woke = phase == Some(PhaseKind::LowPower);
+                    let ok = match phase {
+                        Some(PhaseKind::PoweringUp) => true,
+                        Some(PhaseKind::PoweringDown) => !sleeping,
+                        Some(PhaseKind::LowPower) => {
+                            !sleeping && after.phase(client.device) == Some(PhaseKind::PoweringUp)
+                        }
+                        _ => false,
+                    };
+                    if !ok {
+                        fail!(
+                            I14,
+                            "access answered WaitForPowerUp in {:?} (system sleep: {}, woke: {})",
+                            phase,
+                            sleeping,
+                            woke
+                        );
+                    }
+                } else if low_power || is_power_phase(phase) {
+                    fail!(I14, "access granted to {:?} in {:?} (Dx)", client, phase);
+                } else {
+                    match phase {
+                        Some(PhaseKind::Running) => {}
+                        Some(PhaseKind::Quiescing) if c.voter || c.owed_end => {}
+                        _ => fail!(I3, "access granted in {:?} (voter: {})", phase, c.voter),
+                    }
                 }
                 if let (Access::HardwareOp, Reply::AccessGranted) = (what, reply) {
                     if let Some(c) = self.client_mut(client) {
@@ -1035,20 +1160,26 @@ impl Oracle {
         if let Reply::Fatal(answer) = *reply {
             let d = input.device().unwrap_or(DeviceId(0));
             let pb = before.phase(d);
+            let low_power = self.dev(d).is_some_and(|b| b.low_power);
             let ok = match answer {
+                FatalAnswer::Served(ResetAnswer::AfterPowerUp) => {
+                    matches!(pb, Some(PhaseKind::PoweringDown | PhaseKind::PoweringUp))
+                }
                 FatalAnswer::Served(_) => matches!(
                     pb,
                     Some(PhaseKind::Running | PhaseKind::Quiescing | PhaseKind::Executing)
                 ),
-                FatalAnswer::Deferred => matches!(
-                    pb,
-                    Some(
-                        PhaseKind::Starting
-                            | PhaseKind::StopPending
-                            | PhaseKind::Stopping
-                            | PhaseKind::RemovePending
-                    )
-                ),
+                FatalAnswer::Deferred => {
+                    matches!(
+                        pb,
+                        Some(
+                            PhaseKind::Starting
+                                | PhaseKind::StopPending
+                                | PhaseKind::Stopping
+                                | PhaseKind::RemovePending
+                        )
+                    ) && !low_power
+                }
                 FatalAnswer::FoldedIntoRemoval => {
                     pb == Some(PhaseKind::Executing)
                         && self.dev(d).is_some_and(|b| b.removal_requested)
@@ -1063,7 +1194,9 @@ impl Oracle {
                                 | PhaseKind::SurpriseRemoved
                                 | PhaseKind::Removing
                                 | PhaseKind::RemovePending
+                                | PhaseKind::LowPower
                         )
+                        || (k == PhaseKind::StopPending && Some(k) == pb && low_power)
                 }
                 FatalAnswer::DeviceFailed => after.phase(d) == Some(PhaseKind::Failed),
                 _ => false, // an answer this oracle does not know is a finding
@@ -1089,6 +1222,18 @@ impl Oracle {
             let d = input.device().unwrap_or(DeviceId(0));
             let b = self.dev_mut(d)?;
             match answer {
+                ResetAnswer::AfterPowerUp => {
+                    if !is_power_phase(before.phase(d)) {
+                        fail!(I8, "request answered AfterPowerUp in {:?}", before.phase(d));
+                    }
+                    if !b.power_reset {
+                        if b.cycles_owed != 0 {
+                            fail!(I8, "AfterPowerUp with {} cycles owed", b.cycles_owed);
+                        }
+                        b.power_reset = true;
+                        b.cycles_owed = 1;
+                    }
+                }
                 ResetAnswer::Started => {
                     if b.cycles_owed == 0 {
                         fail!(I8, "a cycle answered Started but none began");
@@ -1214,6 +1359,7 @@ impl Oracle {
                         c.fatal_told = true;
                     }
                     Event::DeviceStarted { epoch } => {
+                        c.suspended = false;
                         if Some(epoch) > after.epoch(client.device) {
                             fail!(
                                 I6,
@@ -1245,6 +1391,24 @@ impl Oracle {
                         }
                     }
                     Event::DeviceStopped => {}
+                    Event::Suspending { .. } => {
+                        // I14's other half: a power-down asked for during a cycle waits.
+                        if is_cycle_phase(after.phase(client.device)) {
+                            fail!(I14, "Suspending to {:?} during a reset cycle", client);
+                        }
+                        c.suspended = true;
+                    }
+                    Event::Resumed { epoch, .. } => {
+                        c.suspended = false;
+                        if Some(epoch) > after.epoch(client.device) {
+                            fail!(
+                                I6,
+                                "Resumed{{{:?}}} but the device is at {:?}",
+                                epoch,
+                                after.epoch(client.device)
+                            );
+                        }
+                    }
                 }
             }
             Output::Fence { client } => {
@@ -1265,6 +1429,23 @@ impl Oracle {
             }
             Output::Hardware { device, command } => {
                 let b = self.dev_mut(device)?;
+                // I14: in Dx only the power-up (or a restart after a stop), and the release
+                // of resources, which touches no register.
+                if b.low_power
+                    && !matches!(
+                        command,
+                        HardwareCommand::PowerUp
+                            | HardwareCommand::ReleaseResources
+                            | HardwareCommand::Start
+                    )
+                {
+                    fail!(
+                        I14,
+                        "{:?} commanded while {:?} is in a low-power state",
+                        command,
+                        device
+                    );
+                }
                 if b.surprise && command != HardwareCommand::ReleaseResources {
                     fail!(
                         I3,
@@ -1332,6 +1513,24 @@ impl Oracle {
                             fail!(Resources, "{:?} shut down with nothing started", device);
                         }
                     }
+                    HardwareCommand::PowerDown => {
+                        if b.power_down_in_flight || b.power_up_in_flight {
+                            fail!(I3, "power-down of {:?} with a power command out", device);
+                        }
+                        b.power_down_in_flight = true;
+                        b.low_power = true;
+                    }
+                    HardwareCommand::PowerUp => {
+                        if !b.low_power || b.power_up_in_flight || b.power_down_in_flight {
+                            fail!(I3, "power-up of {:?} that is not down", device);
+                        }
+                        b.power_up_in_flight = true;
+                        b.sleep = false;
+                    }
+                }
+                if command == HardwareCommand::Start {
+                    b.low_power = false;
+                    b.sleep = false;
                 }
                 // I12 (after the command's own checks, so a reset with a voter left is I3): the hardware is touched only once every operation is done or fenced.
                 if command != HardwareCommand::Start {
@@ -1407,6 +1606,7 @@ impl Oracle {
                 }
                 let b = self.dev_mut(device)?;
                 b.cycles_owed -= 1;
+                b.power_reset = false;
                 let followup = b.followup;
                 b.followup = false;
                 b.cycle_since = None;
@@ -1473,9 +1673,15 @@ impl Oracle {
                         h
                     );
                 }
-                if b.start_in_flight || b.reset_in_flight {
+                if b.start_in_flight
+                    || b.reset_in_flight
+                    || b.power_down_in_flight
+                    || b.power_up_in_flight
+                {
                     fail!(I3, "{:?} removed with a hardware command in flight", device);
                 }
+                b.low_power = false;
+                b.sleep = false;
                 if b.cycles_owed != 0 {
                     fail!(
                         I8,
@@ -1600,6 +1806,9 @@ impl Oracle {
             b.drain_since = match pa {
                 Some(PhaseKind::Stopping) if pb != Some(PhaseKind::Stopping) => Some(now),
                 Some(PhaseKind::Stopping) => b.drain_since,
+                // A power-down drains operations like a stop, from the power-down's `now`.
+                Some(PhaseKind::PoweringDown) if pb != Some(PhaseKind::PoweringDown) => Some(now),
+                Some(PhaseKind::PoweringDown) => b.drain_since,
                 Some(PhaseKind::Quiescing) if voters_left => None,
                 Some(PhaseKind::Quiescing) => b.drain_since.or(Some(now)),
                 _ => None,
@@ -1675,6 +1884,9 @@ impl Oracle {
             let ok = match phase {
                 Some(PhaseKind::Quiescing) => b.cycles_owed == 1,
                 Some(PhaseKind::Executing) => (1..=2).contains(&b.cycles_owed),
+                Some(PhaseKind::PoweringDown | PhaseKind::LowPower | PhaseKind::PoweringUp) => {
+                    b.cycles_owed == u32::from(b.power_reset)
+                }
                 _ => b.cycles_owed == 0,
             };
             if !ok {
@@ -1771,7 +1983,11 @@ impl Oracle {
                     // An operation a stop, reset or teardown waits for has a deadline.
                     if c.ops > 0 && !c.fence_pending {
                         let wait = match phase {
-                            Some(PhaseKind::Stopping | PhaseKind::Quiescing) => b.drain_since,
+                            Some(
+                                PhaseKind::Stopping
+                                | PhaseKind::Quiescing
+                                | PhaseKind::PoweringDown,
+                            ) => b.drain_since,
                             Some(PhaseKind::Removing) => b.removal_since,
                             _ => None,
                         };
@@ -1827,6 +2043,27 @@ impl Oracle {
                             I4,
                             "{:?} was told RESET, its cycle is over and nothing more is \
                              coming to it ({:?})",
+                            h,
+                            phase
+                        );
+                    }
+                    // I14: a client told Suspending is told it is back once the device is.
+                    if c.suspended
+                        && !c.cut
+                        && !c.unregistered
+                        && !c.removed
+                        && !c.revoked
+                        && matches!(
+                            phase,
+                            Some(PhaseKind::Running | PhaseKind::Quiescing | PhaseKind::Executing)
+                        )
+                        && !v.callback_in_flight
+                        && v.waiting_events == 0
+                    {
+                        fail!(
+                            I14,
+                            "{:?} was told Suspending, the device is back ({:?}) and nothing \
+                             more is coming to it",
                             h,
                             phase
                         );

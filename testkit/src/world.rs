@@ -8,7 +8,7 @@ use crate::oracle::{Check, Oracle, Violation};
 use crate::sut::Sut;
 use pnp_lifecycle::{
     ClientHandle, Config, DeviceId, DriverPhase, Error, HardwareCommand, Input, Output, PhysPort,
-    Reply, ResetResult, StartResult, Tick,
+    PowerUpResult, Reply, ResetResult, StartResult, Tick,
 };
 
 /// One step's result as the owner saw it.
@@ -334,6 +334,13 @@ fn next_duty<S: Sut>(
             let result = ResetResult::Succeeded;
             return Ok((jump(clock), Input::ResetDone { device, result }));
         }
+        if b.power_down_in_flight {
+            return Ok((jump(clock), Input::PowerDownDone { device }));
+        }
+        if b.power_up_in_flight {
+            let result = PowerUpResult::Powered;
+            return Ok((jump(clock), Input::PowerUpDone { device, result }));
+        }
     }
     if mode == Quiesce::Cooperative {
         // Cooperative clients finish their hardware operations.
@@ -349,7 +356,13 @@ fn next_duty<S: Sut>(
         }
     }
     if !*cycles_settled {
-        let running = world.oracle.devices.iter().any(|b| b.cycles_owed > 0);
+        // A reset waiting in a system sleep for the power-up waits for the owner's
+        // resume, which no duty here sends: unload answers it.
+        let running = world.oracle.devices.iter().enumerate().any(|(i, b)| {
+            let asleep = b.power_reset
+                && world.sut.phase(DeviceId(i as u8)) == Some(pnp_lifecycle::PhaseKind::LowPower);
+            b.cycles_owed > 0 && !asleep
+        });
         if !running {
             *cycles_settled = true;
         } else if let Some(t) = due {

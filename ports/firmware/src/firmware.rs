@@ -531,6 +531,15 @@ where
                 }
                 // `work` hands resets to `step` (or the async front).
                 HardwareCommand::Reset => Ok(()),
+                // No low-power mode mapped yet: the board keeps its power.
+                HardwareCommand::PowerDown => self.owe(Input::PowerDownDone { device }, None),
+                HardwareCommand::PowerUp => self.owe(
+                    Input::PowerUpDone {
+                        device,
+                        result: pnp_lifecycle::PowerUpResult::Powered,
+                    },
+                    None,
+                ),
             },
             Output::Fence { client } => {
                 // Its callback, if made, has returned (thread mode makes them); the

@@ -327,6 +327,8 @@ impl Os for LinuxOs {
                 ops.event(dev, IbEvent::DeviceFatal);
                 None
             }
+            // Power vocabulary (dev_pm_ops, runtime PM) not mapped yet.
+            Event::Suspending { .. } | Event::Resumed { .. } => None,
             Event::Removed { surprise } => {
                 ops.remove(dev, RemoveCause::DeviceRemoved { surprise });
                 Some(Input::Unregister { client }) // returning from remove() detaches

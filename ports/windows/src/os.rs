@@ -224,6 +224,13 @@ impl<K: Kernel> Os for WindowsOs<K> {
                 hal.release(device);
                 None
             }
+            // Power vocabulary (IRP_MN_SET_POWER, D0Entry/D0Exit) not mapped yet: the
+            // hardware keeps its power and says so.
+            HardwareCommand::PowerDown => Some(Input::PowerDownDone { device }),
+            HardwareCommand::PowerUp => Some(Input::PowerUpDone {
+                device,
+                result: pnp_lifecycle::PowerUpResult::Powered,
+            }),
         }
     }
 

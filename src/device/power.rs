@@ -1,0 +1,416 @@
+//! Power: a started device's working state (D0) and low-power states (Dx), and how they
+//! meet resets, stop and removal (DESIGN.md "Power", invariant I14).
+//!
+//! Powering down is orderly: clients are told [`Event::Suspending`], hardware operations
+//! in flight are drained (with [`Config::operation_timeout`], then revoked and fenced),
+//! then [`HardwareCommand::PowerDown`] is commanded. Powering up commands
+//! [`HardwareCommand::PowerUp`], then tells clients [`Event::Resumed`]. Neither changes the
+//! epoch unless the power-up reports [`PowerUpResult::LostState`]. In Dx nothing but the
+//! power-up is commanded and no access is granted.
+
+use super::{Ctx, Device, HwOp, Phase, Resources, Teardown};
+use crate::registry::Role;
+use crate::table::InputKind;
+use crate::types::*;
+
+impl<const C: usize, const P: usize> Device<C, P> {
+    /// [`Input::PowerDown`] in a state the table admits it in.
+    #[inline(never)]
+    pub(super) fn power_down<const Q: usize>(
+        &mut self,
+        cx: &mut Ctx<'_, Q>,
+        kind: PowerDownKind,
+        token: RequestToken,
+    ) -> Result<(), Error> {
+        match (self.phase, kind) {
+            // Rule (Power): powering down is orderly: suspending, drain, then the command.
+            (Phase::Running, _) => {
+                self.begin_power_down(cx, kind, token);
+                Ok(())
+            }
+            // Rule (Power): an idle power-down is not started during a reset cycle.
+            (Phase::Quiescing { .. } | Phase::Executing { .. }, PowerDownKind::Idle) => {
+                Err(Error::Vetoed(VetoReason::ResetInProgress))
+            }
+            (
+                Phase::Executing {
+                    then: super::AfterReset::Remove(_),
+                },
+                PowerDownKind::SystemSleep,
+            ) => Err(Error::RemoveInProgress),
+            // Rule (Power): a system sleep requested during a reset cycle waits for it.
+            (Phase::Quiescing { .. } | Phase::Executing { .. }, PowerDownKind::SystemSleep) => {
+                if self.sleep_after_cycle.is_some() {
+                    return Err(Error::RequestPending);
+                }
+                self.sleep_after_cycle = Some(token);
+                Ok(())
+            }
+            // Rule (Power): already down; a system sleep makes an idle Dx a sleep.
+            (Phase::LowPower { kind: was, reset }, _) => {
+                let kind = match (was, kind) {
+                    (PowerDownKind::Idle, PowerDownKind::Idle) => PowerDownKind::Idle,
+                    _ => PowerDownKind::SystemSleep,
+                };
+                self.set_phase(cx, Phase::LowPower { kind, reset });
+                cx.complete(token, Status::Success);
+                Ok(())
+            }
+            _ => Err(self.refuse(InputKind::PowerDown)),
+        }
+    }
+
+    /// Tell every client `Suspending`, then power down once no operation is in flight.
+    fn begin_power_down<const Q: usize>(
+        &mut self,
+        cx: &mut Ctx<'_, Q>,
+        kind: PowerDownKind,
+        token: RequestToken,
+    ) {
+        self.notify_active(cx, Event::Suspending { kind });
+        self.set_phase(
+            cx,
+            Phase::PoweringDown {
+                kind,
+                token,
+                since: cx.now,
+                commanded: false,
+                reset: false,
+                wake: false,
+            },
+        );
+        self.power_down_if_drained(cx);
+    }
+
+    /// Command the hardware power-down once no hardware operation is in flight (a fenced
+    /// one counts until the fence is reported done).
+    pub(super) fn power_down_if_drained<const Q: usize>(&mut self, cx: &mut Ctx<'_, Q>) {
+        let Phase::PoweringDown {
+            ref mut commanded, ..
+        } = self.phase
+        else {
+            return;
+        };
+        // Rule (Power, I12): no power-down while an operation is in flight.
+        if *commanded || self.registry.ops_in_flight() {
+            return;
+        }
+        *commanded = true;
+        cx.hardware(HardwareCommand::PowerDown);
+    }
+
+    /// A system sleep deferred by a reset cycle begins once the cycle left the device
+    /// running.
+    pub(super) fn sleep_if_deferred<const Q: usize>(&mut self, cx: &mut Ctx<'_, Q>) {
+        if self.phase != Phase::Running {
+            return;
+        }
+        if let Some(token) = self.sleep_after_cycle.take() {
+            self.begin_power_down(cx, PowerDownKind::SystemSleep, token);
+        }
+    }
+
+    /// [`Input::PowerDownDone`].
+    #[inline(never)]
+    pub(super) fn power_down_done<const Q: usize>(
+        &mut self,
+        cx: &mut Ctx<'_, Q>,
+    ) -> Result<(), Error> {
+        match self.phase {
+            Phase::PoweringDown {
+                kind,
+                token,
+                commanded: true,
+                reset,
+                wake,
+                ..
+            } => {
+                self.set_phase(cx, Phase::LowPower { kind, reset });
+                cx.complete(token, Status::Success);
+                if (reset || wake) && kind == PowerDownKind::Idle {
+                    // Rule (Power): a reset or an access that came on the way down brings
+                    // an idle device straight back.
+                    self.begin_power_up(cx, None, reset);
+                }
+                Ok(())
+            }
+            _ => self.hardware_done_after_removal(cx, HwOp::PowerDown, false),
+        }
+    }
+
+    /// [`Input::PowerUp`].
+    #[inline(never)]
+    pub(super) fn power_up<const Q: usize>(
+        &mut self,
+        cx: &mut Ctx<'_, Q>,
+        token: RequestToken,
+    ) -> Result<(), Error> {
+        match self.phase {
+            Phase::LowPower { reset, .. } => {
+                self.begin_power_up(cx, Some(token), reset);
+                Ok(())
+            }
+            // An access or a reset request already began the power-up: this one joins it.
+            Phase::PoweringUp { token: None, reset } => {
+                self.set_phase(
+                    cx,
+                    Phase::PoweringUp {
+                        token: Some(token),
+                        reset,
+                    },
+                );
+                Ok(())
+            }
+            Phase::PoweringUp { token: Some(_), .. } => Err(Error::RequestPending),
+            _ => Err(self.refuse(InputKind::PowerUp)),
+        }
+    }
+
+    /// Command the hardware power-up: the only command issued in Dx (I14).
+    fn begin_power_up<const Q: usize>(
+        &mut self,
+        cx: &mut Ctx<'_, Q>,
+        token: Option<RequestToken>,
+        reset: bool,
+    ) {
+        self.set_phase(cx, Phase::PoweringUp { token, reset });
+        cx.hardware(HardwareCommand::PowerUp);
+    }
+
+    /// [`Input::PowerUpDone`].
+    #[inline(never)]
+    pub(super) fn power_up_done<const Q: usize>(
+        &mut self,
+        cx: &mut Ctx<'_, Q>,
+        result: PowerUpResult,
+    ) -> Result<(), Error> {
+        let Phase::PoweringUp { token, reset } = self.phase else {
+            return self.hardware_done_after_removal(
+                cx,
+                HwOp::PowerUp,
+                result == PowerUpResult::Failed,
+            );
+        };
+        let complete = |cx: &mut Ctx<'_, Q>, status| {
+            if let Some(token) = token {
+                cx.complete(token, status);
+            }
+        };
+        match result {
+            // Rule (Power): the power-up commands the hardware, then tells clients back;
+            // the epoch is unchanged. A reset that waited for it is served now.
+            PowerUpResult::Powered => {
+                self.set_phase(cx, Phase::Running);
+                complete(cx, Status::Success);
+                let epoch = self.epoch;
+                if !planted!(SuspendWithoutResume) {
+                    self.notify_active(
+                        cx,
+                        Event::Resumed {
+                            epoch,
+                            state_lost: false,
+                        },
+                    );
+                }
+                if reset {
+                    self.serve_deferred_fatal(cx);
+                }
+            }
+            // Rule (Power): a lost-state power-up ends like a completed reset: epoch + 1,
+            // clients told and re-acquire; it serves a reset that waited for it.
+            PowerUpResult::LostState if self.epoch.0 < u32::MAX => {
+                self.epoch = Epoch(self.epoch.0 + 1);
+                self.set_roles(Role::Idle, true);
+                self.set_phase(cx, Phase::Running);
+                complete(cx, Status::Success);
+                let epoch = self.epoch;
+                self.notify_active(
+                    cx,
+                    Event::Resumed {
+                        epoch,
+                        state_lost: true,
+                    },
+                );
+                if reset {
+                    cx.cycle_finished(CycleOutcome::Completed(epoch));
+                }
+            }
+            // No epoch is left to tell clients their interface is gone: the device fails.
+            PowerUpResult::LostState => {
+                complete(cx, Status::HardwareFailed);
+                self.fail_exhausted(cx);
+                if reset {
+                    cx.cycle_finished(CycleOutcome::HardwareFailed);
+                }
+            }
+            // Rule (Power): a failed power-up from Dx is the hardware having vanished.
+            PowerUpResult::Failed => {
+                complete(cx, Status::HardwareFailed);
+                if reset {
+                    cx.cycle_finished(CycleOutcome::AbortedBySurpriseRemoval);
+                }
+                return self.vanish(cx, Resources::Held, None);
+            }
+        }
+        Ok(())
+    }
+
+    /// A power command reports after the hardware vanished or removal began.
+    fn hardware_done_after_removal<const Q: usize>(
+        &mut self,
+        cx: &mut Ctx<'_, Q>,
+        op: HwOp,
+        failed: bool,
+    ) -> Result<(), Error> {
+        match self.phase {
+            Phase::SurpriseRemoved {
+                resources,
+                in_flight: Some(was),
+            } if was == op => {
+                self.set_phase(
+                    cx,
+                    Phase::SurpriseRemoved {
+                        resources,
+                        in_flight: None,
+                    },
+                );
+                Ok(())
+            }
+            Phase::Removing {
+                token,
+                deadline,
+                teardown,
+                in_flight: Some(was),
+            } if was == op => {
+                let teardown = if failed {
+                    teardown.without_registers()
+                } else {
+                    teardown
+                };
+                self.set_phase(
+                    cx,
+                    Phase::Removing {
+                        token,
+                        deadline,
+                        teardown,
+                        in_flight: None,
+                    },
+                );
+                self.try_finish_removal(cx);
+                Ok(())
+            }
+            _ => Err(Error::NoHardwareCommandInFlight),
+        }
+    }
+
+    /// An access while the device is (going) down: it waits for a power-up (one begins
+    /// after an idle power-down) or is refused with the reason.
+    pub(super) fn access_while_powered_down<const Q: usize>(
+        &mut self,
+        cx: &mut Ctx<'_, Q>,
+    ) -> Result<Reply, Error> {
+        match self.phase {
+            // Rule (Power): an access in an idle Dx brings the device back first.
+            Phase::LowPower {
+                kind: PowerDownKind::Idle,
+                reset,
+            } => {
+                self.begin_power_up(cx, None, reset);
+                Ok(Reply::AccessWaitsForPowerUp)
+            }
+            Phase::PoweringUp { .. } => Ok(Reply::AccessWaitsForPowerUp),
+            // Rule (Power): an idle power-down under way finishes, then comes back.
+            Phase::PoweringDown {
+                kind: PowerDownKind::Idle,
+                ref mut wake,
+                ..
+            } => {
+                *wake = true;
+                Ok(Reply::AccessWaitsForPowerUp)
+            }
+            // Rule (Power): refused with a named reason in system sleep.
+            Phase::LowPower { kind, .. } | Phase::PoweringDown { kind, .. } => {
+                Err(Error::Suspended { kind })
+            }
+            _ => Err(self.refuse(InputKind::Access)),
+        }
+    }
+
+    /// A reset request or fatal error during a power transition or in Dx: served once the
+    /// device is back (after an idle power-down, it brings the device back now).
+    pub(super) fn reset_after_power_up<const Q: usize>(&mut self, cx: &mut Ctx<'_, Q>) {
+        match self.phase {
+            Phase::PoweringDown { ref mut reset, .. } => *reset = true,
+            Phase::LowPower {
+                kind: PowerDownKind::Idle,
+                ..
+            } => self.begin_power_up(cx, None, true),
+            Phase::LowPower { ref mut reset, .. } | Phase::PoweringUp { ref mut reset, .. } => {
+                *reset = true
+            }
+            _ => {}
+        }
+    }
+
+    /// What removal undoes from a low-power state: the resources, no register (I14).
+    pub(super) fn low_power_teardown(&self) -> Teardown {
+        Teardown::Release
+    }
+
+    /// The power command in flight, if one is.
+    pub(super) fn power_command_in_flight(&self) -> Option<HwOp> {
+        match self.phase {
+            Phase::PoweringDown {
+                commanded: true, ..
+            } => Some(HwOp::PowerDown),
+            Phase::PoweringUp { .. } => Some(HwOp::PowerUp),
+            _ => None,
+        }
+    }
+
+    /// Answer what a power transition holds when the device goes away: its request
+    /// completes with `status`, a reset waiting for the power-up is answered.
+    pub(super) fn settle_power_requests<const Q: usize>(
+        &mut self,
+        cx: &mut Ctx<'_, Q>,
+        status: Status,
+        outcome: CycleOutcome,
+    ) {
+        let (token, reset) = match self.phase {
+            Phase::PoweringDown { token, reset, .. } => (Some(token), reset),
+            Phase::LowPower { reset, .. } => (None, reset),
+            Phase::PoweringUp { token, reset } => (token, reset),
+            _ => return,
+        };
+        if let Some(token) = token {
+            cx.complete(token, status);
+        }
+        if reset {
+            cx.cycle_finished(outcome);
+        }
+    }
+
+    /// Remove (or unload) during a power transition or in Dx.
+    pub(super) fn remove_in_power_transition<const Q: usize>(
+        &mut self,
+        cx: &mut Ctx<'_, Q>,
+        token: Option<RequestToken>,
+    ) -> Result<(), Error> {
+        let (teardown, in_flight) = match self.phase {
+            // Still in D0, draining: removal drains instead and quiesces the hardware.
+            Phase::PoweringDown {
+                commanded: false, ..
+            } => (Teardown::ShutdownAndRelease, None),
+            // Rule (Power): remove from Dx releases resources without powering up.
+            Phase::PoweringDown {
+                commanded: true, ..
+            }
+            | Phase::LowPower { .. } => (self.low_power_teardown(), self.power_command_in_flight()),
+            // Back in D0 once it reports (a failed power-up touches no register).
+            Phase::PoweringUp { .. } => (Teardown::ShutdownAndRelease, Some(HwOp::PowerUp)),
+            _ => return Err(self.refuse(InputKind::Remove)),
+        };
+        self.settle_power_requests(cx, Status::DeviceGone, CycleOutcome::AbortedByRemove);
+        self.begin_removal(cx, token, teardown, in_flight, false)
+    }
+}
