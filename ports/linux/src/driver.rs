@@ -249,7 +249,10 @@ impl<K: Kernel, O: LinuxPort> Driver<K, O> {
     }
 
     /// Non-blocking half of [`unregister_client`](Self::unregister_client): detach from
-    /// every device. `true` for the one call that unregistered it (it then finishes with
+    /// every device. An attachment still active gets its owed `remove` as a job in its
+    /// lane (`ib_unregister_client` and `ib_unregister_device` serialise: exactly one
+    /// calls `remove`), whose return detaches it; others detach at once. `true` for the
+    /// one call that unregistered it (it finishes with
     /// [`finish_unregister`](Self::finish_unregister) once
     /// [`unregister_ready`](Self::unregister_ready)).
     pub fn begin_unregister(&self, id: ClientId) -> bool {
@@ -258,37 +261,29 @@ impl<K: Kernel, O: LinuxPort> Driver<K, O> {
                 return false;
             };
             r.live = false;
-            for a in r.at.iter_mut().flatten() {
-                let state = o.machine().client(a.handle).map(|v| v.state);
-                a.remove_owed = matches!(state, Some(ClientState::Active { .. }));
-                if state.is_some() {
-                    let _ = o.feed(now, Input::Unregister { client: a.handle });
+            for a in r.at.iter().flatten() {
+                match o.machine().client(a.handle).map(|v| v.state) {
+                    Some(ClientState::Active { .. }) => {
+                        o.push_job(Job::Remove { handle: a.handle })
+                    }
+                    Some(_) => drop(o.feed(now, Input::Unregister { client: a.handle })),
+                    None => {}
                 }
             }
             true
         })
     }
 
-    /// Whether no callback of an unregistering client runs or will run.
+    /// Whether no callback of an unregistering client runs or will run. A context fenced
+    /// meanwhile lost its queued `remove` (disassociate was its last callback): it is
+    /// detached here.
     pub fn unregister_ready(&self, id: ClientId) -> bool {
-        self.rt.inspect(|o| ready(o, &mut self.port(), id))
+        self.with(|o, now, s| ready(o, now, s, id))
     }
 
-    /// The winner of [`begin_unregister`](Self::begin_unregister), once ready: call the
-    /// client's `remove` for every device it was added to and still active on, on the
-    /// calling thread (as `ib_unregister_client` does), then forget the registration.
+    /// The winner of [`begin_unregister`](Self::begin_unregister), once ready: forget the
+    /// registration (every owed `remove` ran in its lane).
     pub fn finish_unregister(&self, id: ClientId) {
-        let owed: Vec<(Arc<dyn IbClient>, DeviceId)> = self
-            .port()
-            .reg(id)
-            .map(|r| {
-                let at = r.at.iter().flatten().filter(|a| a.added && a.remove_owed);
-                at.map(|a| (r.ops.clone(), a.handle.device)).collect()
-            })
-            .unwrap_or_default();
-        for (ops, dev) in owed {
-            ops.remove(dev, crate::RemoveCause::ClientUnregistered);
-        }
         self.with(|_, _, s| s.clients.retain(|r| r.id != id));
     }
 
@@ -298,7 +293,9 @@ impl<K: Kernel, O: LinuxPort> Driver<K, O> {
         self.refuse_in_callback()?;
         let winner = self.begin_unregister(id);
         if winner {
-            self.wait(|o, s| ready(o, s, id).then_some(()))?;
+            self.rt
+                .wait_until(|o, now| ready(o, now, &mut self.port(), id).then_some(()))
+                .map_err(|_| EDEADLK)?;
             self.finish_unregister(id);
         } else {
             self.wait(|_, s| s.reg(id).is_none().then_some(()))?;
@@ -698,7 +695,7 @@ fn attach<O: LinuxPort>(
         handle,
         epoch,
         added: false,
-        remove_owed: false,
+        unhooked: false,
     });
     o.push_job(Job::Add {
         client: r.id,
@@ -742,11 +739,16 @@ fn claim<O: LinuxPort>(o: &LinuxOwner<O>, s: &mut PortState, d: usize) -> Option
 
 /// Whether no callback of registration `id` runs or will run: every attachment's slot is
 /// free (nothing more is addressed to it) and none of its code still runs (an abandoned
-/// callback included). A queued `add` then finds the registration gone and skips.
-fn ready<O: LinuxPort>(o: &LinuxOwner<O>, s: &mut PortState, id: ClientId) -> bool {
-    s.reg(id).is_none_or(|r| {
-        r.at.iter()
-            .flatten()
-            .all(|a| o.machine().client(a.handle).is_none() && !o.client_code_running(a.handle))
+/// callback included). A queued `add` then finds the registration gone and skips. An
+/// attachment no longer active (told `Removed`, or revoked: a fence cancels the owed
+/// `remove` and swallows its detach) is detached here.
+fn ready<O: LinuxPort>(o: &mut LinuxOwner<O>, now: Tick, s: &mut PortState, id: ClientId) -> bool {
+    let Some(r) = s.reg(id) else { return true };
+    r.at.iter().flatten().all(|a| {
+        let state = o.machine().client(a.handle).map(|v| v.state);
+        if !matches!(state, None | Some(ClientState::Active { .. })) {
+            let _ = o.feed(now, Input::Unregister { client: a.handle });
+        }
+        o.machine().client(a.handle).is_none() && !o.client_code_running(a.handle)
     })
 }

@@ -164,13 +164,19 @@ impl Pending {
     }
 }
 
-/// The port's own work, ordered with the machine's.
+/// The port's own work, ordered with the machine's, each in its attachment's lane.
 #[derive(Debug, Clone, Copy)]
 pub enum Job {
     /// `client->add(ibdev)` for a new attachment.
     Add {
         /// The registration.
         client: ClientId,
+        /// The attachment.
+        handle: ClientHandle,
+    },
+    /// `client->remove(ibdev)` owed by `ib_unregister_client`; its return feeds
+    /// `Unregister`, so removal and unload wait for it as for any callback.
+    Remove {
         /// The attachment.
         handle: ClientHandle,
     },
@@ -190,8 +196,9 @@ pub(crate) struct Attachment {
     pub(crate) epoch: Epoch,
     /// `add` ran (so `remove` is owed on unregister).
     pub(crate) added: bool,
-    /// `ib_unregister_client` began while the core still had it active: `remove` is owed.
-    pub(crate) remove_owed: bool,
+    /// `ib_unregister_client`'s `remove` ran (or was not owed): nothing more reaches the
+    /// client on this device; a later `Removed` only detaches (one `remove` per pair).
+    pub(crate) unhooked: bool,
 }
 
 /// An `ib_client` registration.
@@ -291,6 +298,13 @@ impl Os for LinuxOs {
 
     fn call(&self, ops: &Arc<dyn IbClient>, client: ClientHandle, event: Event) -> Option<Input> {
         let dev = client.device;
+        if self
+            .state()
+            .attachment(client)
+            .is_some_and(|(_, a)| a.unhooked)
+        {
+            return Some(Input::Unregister { client }); // its remove already ran
+        }
         match event {
             Event::Reset => {
                 let vote = ops.error_detected(dev);
@@ -362,7 +376,20 @@ impl Os for LinuxOs {
     }
 
     fn job(&self, job: Job) -> Option<Input> {
-        let Job::Add { client, handle } = job;
+        let (client, handle) = match job {
+            Job::Add { client, handle } => (client, handle),
+            Job::Remove { handle } => {
+                let ops = self.state().attachment(handle).and_then(|(ops, a)| {
+                    let owed = a.added && !a.unhooked;
+                    a.unhooked = true;
+                    owed.then_some(ops)
+                });
+                if let Some(ops) = ops {
+                    ops.remove(handle.device, RemoveCause::ClientUnregistered);
+                }
+                return Some(Input::Unregister { client: handle });
+            }
+        };
         let dev = handle.device;
         let ops = {
             let mut s = self.state();
@@ -380,11 +407,12 @@ impl Os for LinuxOs {
         None
     }
 
-    /// `add` runs in its attachment's lane: before any other callback of it, never beside
-    /// one, and cancelled by its fence.
+    /// `add` and the owed `remove` run in their attachment's lane: in order with its
+    /// callbacks, never beside one, and cancelled by its fence.
     fn job_client(job: &Job) -> Option<ClientHandle> {
-        let Job::Add { handle, .. } = job;
-        Some(*handle)
+        match job {
+            Job::Add { handle, .. } | Job::Remove { handle } => Some(*handle),
+        }
     }
 
     fn news(&self, news: News) {

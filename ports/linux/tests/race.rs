@@ -63,3 +63,71 @@ fn the_fuzz_corpus_replays() {
     println!("linux race corpus: {n} files");
     assert!(n > 0);
 }
+
+/// Fuzz finding (linux_unload_race): `ib_unregister_client` began, the core was told
+/// `Unregister` at once, so removal and unload finished without waiting and the owed
+/// `remove(ClientUnregistered)` ran after unload returned (client code after module
+/// unload, racing the device's removal). The owed `remove` is now a job in the client's
+/// lane whose return detaches it: removal and unload wait for it, and exactly one
+/// `remove` is called for the (client, device) pair.
+#[test]
+fn regression_unregister_remove_is_waited_for_by_removal_and_unload() {
+    let s = include_bytes!("race-crash-141fab158a75caee275f6d9ded8353db3ac159ce");
+    assert_eq!(run(s), Ok(()));
+}
+
+#[test]
+fn an_owed_unregister_remove_holds_removal_and_unload_and_runs_once() {
+    use pnp_lifecycle::{ClientKind, Event, Tick};
+    use pnp_lifecycle_linux::PciErsResult;
+    use pnp_lifecycle_runtime::ManualClock;
+    use pnp_lifecycle_testkit::linux_port::race::{coop_driver, pump};
+    use pnp_lifecycle_testkit::linux_port::{Recorder, CONFIG, DEV};
+    use pnp_lifecycle_testkit::observed::{check, Log, Obs, Seen};
+    use std::sync::Arc;
+
+    let log = Log::new();
+    let hw = pnp_lifecycle_testkit::linux_port::RecordingHardware::new(&log);
+    let clock = Arc::new(ManualClock::new(Tick(0)));
+    let d = coop_driver(CONFIG, pnp_lifecycle_linux::LinuxOs::new(hw), clock);
+    let k = d
+        .register_client(
+            Recorder::new(0, PciErsResult::NeedReset, &log),
+            ClientKind::Trusted,
+        )
+        .unwrap();
+    pump(&d);
+    log.push(Obs::DetachBegin { client: 0 });
+    assert!(d.begin_unregister(k));
+    let remove = d.begin_remove(DEV).unwrap();
+    d.begin_unload().unwrap();
+    // Nothing carried out yet: the owed remove is queued, so nothing may finish.
+    assert!(!d.unregister_ready(k));
+    assert!(remove.completion().is_none(), "removal did not wait");
+    assert!(
+        !d.unload_finished(),
+        "unload did not wait for the owed remove"
+    );
+    pump(&d);
+    let removes = || {
+        let removed = |o: &Obs| {
+            let seen = Seen::Event(Event::Removed { surprise: false });
+            matches!(o, Obs::Enter { seen: s, .. } if *s == seen)
+        };
+        log.snapshot().iter().filter(|o| removed(o)).count()
+    };
+    // The remove ran in the client's lane, before removal completed and unload finished.
+    assert_eq!(
+        removes(),
+        1,
+        "exactly one remove for the pair, before unload"
+    );
+    assert!(remove.completion().is_some());
+    assert!(d.unload_finished());
+    assert!(d.unregister_ready(k));
+    d.finish_unregister(k);
+    log.push(Obs::DetachReturned { client: 0 });
+    log.push(Obs::UnloadReturned);
+    assert_eq!(removes(), 1);
+    check(&log.snapshot(), true).unwrap();
+}
