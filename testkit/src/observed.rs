@@ -21,6 +21,10 @@
 //! * I5: every request is completed exactly once (all of them, when `finished`).
 //! * I12: no hardware reset, shutdown or start while an operation of a client that was
 //!   not fenced is in flight.
+//! * I14: after a hardware power-down and until the power-up (or the resources' release),
+//!   no hardware command but `PowerUp` / `ReleaseResources` and no client operation begins;
+//!   when the run `finished`, every client told `Suspending` was later told `Resumed`,
+//!   `Removed` or `Revoked` (or was fenced, or left).
 
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -160,6 +164,8 @@ struct Attachment {
     late_callback_allowed: bool,
     fenced: bool,
     operations: u32,
+    /// Told `Suspending`, not yet `Resumed`, `Removed` or `Revoked`.
+    suspended: bool,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -214,6 +220,7 @@ pub fn check(log: &[Obs], finished: bool) -> Result<(), String> {
     let mut clients: Vec<ClientTrack> = Vec::new();
     let mut requests: Vec<(u32, u32)> = Vec::new();
     let mut unloaded = false;
+    let mut low_power: Vec<DeviceId> = Vec::new();
     for (pos, obs) in log.iter().enumerate() {
         if unloaded
             && matches!(
@@ -279,7 +286,10 @@ pub fn check(log: &[Obs], finished: bool) -> Result<(), String> {
                         a.open_reset = false;
                         a.early_answer = false;
                         a.closed = true;
+                        a.suspended = false;
                     }
+                    Seen::Event(Event::Suspending { .. }) => a.suspended = true,
+                    Seen::Event(Event::Resumed { .. }) => a.suspended = false,
                     Seen::Event(_) => {}
                 }
             }
@@ -313,6 +323,20 @@ pub fn check(log: &[Obs], finished: bool) -> Result<(), String> {
                 c.detached = true;
             }
             Obs::Hardware { device, command } => {
+                let down = low_power.contains(&device);
+                match command {
+                    HardwareCommand::PowerUp | HardwareCommand::ReleaseResources => {
+                        low_power.retain(|d| *d != device)
+                    }
+                    _ if down => {
+                        return Err(format!(
+                            "I14: hardware {command:?} at #{pos} while device {} is in a low-power state",
+                            device.0
+                        ))
+                    }
+                    HardwareCommand::PowerDown => low_power.push(device),
+                    _ => {}
+                }
                 for (i, c) in clients.iter().enumerate() {
                     let client = i as u32;
                     let Some((_, a)) = c.attachments.iter().find(|(d, _)| *d == device) else {
@@ -340,6 +364,12 @@ pub fn check(log: &[Obs], finished: bool) -> Result<(), String> {
                 }
             }
             Obs::OperationBegin { client, device } => {
+                if low_power.contains(&device) {
+                    return Err(format!(
+                        "I14: client {client}'s operation began at #{pos} while device {} is in a low-power state",
+                        device.0
+                    ));
+                }
                 track(&mut clients, client).at(device).operations += 1;
             }
             Obs::OperationEnd { client, device } => {
@@ -358,6 +388,7 @@ pub fn check(log: &[Obs], finished: bool) -> Result<(), String> {
                 a.early_answer = false;
                 a.closed = true;
                 a.fenced = true;
+                a.suspended = false;
                 a.late_callback_allowed = overran && !running;
             }
             Obs::RequestSent { id } => {
@@ -393,6 +424,12 @@ pub fn check(log: &[Obs], finished: bool) -> Result<(), String> {
                 if a.open_reset && !c.leaving {
                     return Err(format!(
                         "I4: client {i} was told RESET on device {} and never RESET_END, Removed or Revoked",
+                        d.0
+                    ));
+                }
+                if a.suspended && !c.leaving {
+                    return Err(format!(
+                        "I14: client {i} was told Suspending on device {} and never Resumed, Removed or Revoked",
                         d.0
                     ));
                 }
@@ -459,7 +496,34 @@ mod tests {
             device: DEV,
             command: HardwareCommand::Reset,
         };
-        let cases: [(&str, Vec<Obs>); 7] = [
+        let power_down = Obs::Hardware {
+            device: DEV,
+            command: HardwareCommand::PowerDown,
+        };
+        let cases: [(&str, Vec<Obs>); 10] = [
+            ("I14", vec![power_down, reset]),
+            (
+                "I14",
+                vec![
+                    power_down,
+                    Obs::OperationBegin {
+                        client: 0,
+                        device: DEV,
+                    },
+                ],
+            ),
+            (
+                "I14",
+                vec![
+                    enter(
+                        0,
+                        Event::Suspending {
+                            kind: pnp_lifecycle::PowerDownKind::Idle,
+                        },
+                    ),
+                    Obs::Exit { client: 0 },
+                ],
+            ),
             (
                 "I3",
                 vec![enter(0, Event::Reset), Obs::Exit { client: 0 }, reset],
@@ -500,6 +564,40 @@ mod tests {
                 "{rule}: {verdict:?} for {log:?}"
             );
         }
+    }
+
+    #[test]
+    fn a_power_cycle_passes() {
+        let hw = |command| Obs::Hardware {
+            device: DEV,
+            command,
+        };
+        let kind = pnp_lifecycle::PowerDownKind::Idle;
+        let log = [
+            enter(0, Event::Suspending { kind }),
+            Obs::Exit { client: 0 },
+            hw(HardwareCommand::PowerDown),
+            hw(HardwareCommand::PowerUp),
+            enter(
+                0,
+                Event::Resumed {
+                    epoch: pnp_lifecycle::Epoch(0),
+                    state_lost: false,
+                },
+            ),
+            Obs::Exit { client: 0 },
+            Obs::OperationBegin {
+                client: 0,
+                device: DEV,
+            },
+            Obs::OperationEnd {
+                client: 0,
+                device: DEV,
+            },
+            hw(HardwareCommand::PowerDown),
+            hw(HardwareCommand::ReleaseResources),
+        ];
+        assert_eq!(check(&log, true), Ok(()));
     }
 
     #[test]
