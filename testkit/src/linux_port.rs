@@ -10,8 +10,8 @@ pub mod race;
 use std::sync::Arc;
 
 use pnp_lifecycle::{
-    ClientKind, Config, DeviceId, Epoch, Event, HardwareCommand, PortCaps, Protocol, ResetResult,
-    StartResult, Tick, TrustedTimeoutPolicy,
+    ClientKind, Config, DeviceId, Epoch, Event, HardwareCommand, PortCaps, PowerDownKind,
+    PowerUpResult, Protocol, ResetResult, StartResult, Tick, TrustedTimeoutPolicy,
 };
 use pnp_lifecycle_linux::{
     ClientId, Driver, Hardware, IbClient, IbEvent, PciErsResult, RemoveCause,
@@ -138,6 +138,13 @@ impl IbClient for Recorder {
         };
         self.around(dev, Seen::Event(event), || ());
     }
+    fn suspending(&self, dev: DeviceId, kind: PowerDownKind) {
+        self.around(dev, Seen::Event(Event::Suspending { kind }), || ());
+    }
+    fn resumed(&self, dev: DeviceId, epoch: Epoch, state_lost: bool) {
+        let event = Event::Resumed { epoch, state_lost };
+        self.around(dev, Seen::Event(event), || ());
+    }
     fn disassociate(&self, dev: DeviceId) {
         self.around(dev, Seen::Event(Event::Revoked), || ());
     }
@@ -151,12 +158,14 @@ impl IbClient for Recorder {
 }
 
 /// Hardware that logs every command: the start, the re-initialisation after a slot or
-/// function reset (as `Reset`), shutdown and release.
+/// function reset (as `Reset`), the power-down and power-up, shutdown and release.
 pub struct RecordingHardware {
     /// The log.
     pub log: Log,
     /// What the re-initialisation reports.
     pub reset: ResetResult,
+    /// What a power-up reports.
+    pub power_up: PowerUpResult,
 }
 
 impl RecordingHardware {
@@ -165,6 +174,16 @@ impl RecordingHardware {
         Arc::new(RecordingHardware {
             log: log.clone(),
             reset: ResetResult::Succeeded,
+            power_up: PowerUpResult::Powered,
+        })
+    }
+
+    /// Hardware whose power-up reports `power_up`.
+    pub fn powering_up(log: &Log, power_up: PowerUpResult) -> Arc<Self> {
+        Arc::new(RecordingHardware {
+            log: log.clone(),
+            reset: ResetResult::Succeeded,
+            power_up,
         })
     }
 }
@@ -179,6 +198,15 @@ impl Hardware for RecordingHardware {
         let command = HardwareCommand::Reset;
         self.log.push(Obs::Hardware { device, command });
         self.reset
+    }
+    fn power_down(&self, device: DeviceId) {
+        let command = HardwareCommand::PowerDown;
+        self.log.push(Obs::Hardware { device, command });
+    }
+    fn power_up(&self, device: DeviceId) -> PowerUpResult {
+        let command = HardwareCommand::PowerUp;
+        self.log.push(Obs::Hardware { device, command });
+        self.power_up
     }
     fn command(&self, device: DeviceId, command: HardwareCommand) {
         self.log.push(Obs::Hardware { device, command });

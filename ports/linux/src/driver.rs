@@ -6,9 +6,9 @@
 use std::sync::Arc;
 
 use pnp_lifecycle::{
-    queue_capacity, ClientHandle, ClientKind, ClientState, Config, DeviceId, DriverPhase, Epoch,
-    FailureCause, FatalAnswer, Input, LinkState, PhaseKind, PhysPort, PortCaps, PortSet, Reply,
-    ResetResult, Status, Tick,
+    queue_capacity, Access, ClientHandle, ClientKind, ClientState, Config, DeviceId, DriverPhase,
+    Epoch, FailureCause, FatalAnswer, Input, LinkState, PhaseKind, PhysPort, PortCaps, PortSet,
+    Reply, ResetResult, Status, Tick,
 };
 use pnp_lifecycle_runtime::{
     Clock, Completion, Dispatch, Kernel, MonotonicClock, Os, Owner, Runtime, StdKernel,
@@ -16,7 +16,7 @@ use pnp_lifecycle_runtime::{
 
 use crate::errno::{Errno, LinuxError};
 use crate::os::{
-    Attachment, ClientId, IbClient, Job, LinuxOs, PciChannelState, PciErsResult, Pending,
+    Attachment, ClientId, IbClient, Job, LinuxOs, PciChannelState, PciErsResult, Pending, PmOp,
     PortState, Registration,
 };
 use crate::Hardware;
@@ -64,6 +64,12 @@ fn dev_index(dev: DeviceId) -> Result<usize, LinuxError> {
     (d < MAX_DEVICES)
         .then_some(d)
         .ok_or(LinuxError::new(Errno::ENODEV))
+}
+
+/// Whether the device is in, or on its way to or from, a low-power state.
+fn powered_down(phase: Option<PhaseKind>) -> bool {
+    use PhaseKind::*;
+    matches!(phase, Some(PoweringDown | LowPower | PoweringUp))
 }
 
 const EDEADLK: LinuxError = LinuxError::new(Errno::EDEADLK);
@@ -380,13 +386,42 @@ impl<K: Kernel, O: LinuxPort> Driver<K, O> {
     }
 
     /// A hardware operation that outlasts the call (a verb sleeping on a firmware
-    /// command): in flight until [`end_hw_op`](Self::end_hw_op); stop, reset and
-    /// teardown wait for it (up to `operation_timeout`, then the context is fenced).
+    /// command), bracketed as `pm_runtime_get_sync` … `pm_runtime_put`: in flight until
+    /// [`end_hw_op`](Self::end_hw_op); stop, reset, teardown and power-down wait for it
+    /// (up to `operation_timeout`, then the context is fenced). Runtime-suspended: the
+    /// core commands the runtime resume and this waits for it, `ETIMEDOUT` after
+    /// `operation_timeout` (`EDEADLK` from a callback). System sleep: `ESHUTDOWN`.
     pub fn begin_hw_op(&self, id: ClientId, dev: DeviceId) -> Result<(), LinuxError> {
-        self.with(|o, now, s| {
-            let a = Self::attachment(o, s, id, dev)?;
-            Ok(o.operation_begin(now, a.handle, a.epoch)?)
-        })
+        let mut deadline = None;
+        loop {
+            let (waits, now) = self.with(|o, now, s| {
+                let a = Self::attachment(o, s, id, dev)?;
+                let what = Access::HardwareOp;
+                let (client, epoch) = (a.handle, a.epoch);
+                let reply = o.feed(
+                    now,
+                    Input::Access {
+                        client,
+                        epoch,
+                        what,
+                    },
+                )?;
+                Ok::<_, LinuxError>((reply == Reply::AccessWaitsForPowerUp, now))
+            })?;
+            if !waits {
+                return Ok(());
+            }
+            let timeout = self.rt.inspect(|o| o.machine().config().operation_timeout);
+            let until = *deadline.get_or_insert(now.after(timeout));
+            let woke = self.wait(|o, _| {
+                let now = self.rt.now();
+                let down = powered_down(o.machine().phase(dev));
+                (now >= until || !down).then_some(now < until)
+            })?;
+            if !woke {
+                return Err(LinuxError::new(Errno::ETIMEDOUT));
+            }
+        }
     }
 
     /// The operation of [`begin_hw_op`](Self::begin_hw_op) ended. A fenced context's late
@@ -468,6 +503,7 @@ impl<K: Kernel, O: LinuxPort> Driver<K, O> {
             _ if failed.is_some() => PciErsResult::Disconnect,
             Some(PhaseKind::Running) => PciErsResult::Recovered,
             Some(PhaseKind::Quiescing | PhaseKind::Executing) => PciErsResult::NeedReset,
+            _ if powered_down(phase) => PciErsResult::NeedReset, // after the power-up
             _ => PciErsResult::Disconnect,
         }
     }
@@ -571,6 +607,54 @@ impl<K: Kernel, O: LinuxPort> Driver<K, O> {
                 );
             }
         });
+    }
+
+    // ---- power: dev_pm_ops and runtime PM -------------------------------------------
+
+    /// Non-blocking half of [`pm`](Self::pm): request the power transition `op` maps to.
+    pub fn begin_pm(&self, dev: DeviceId, op: PmOp) -> Result<Pending, LinuxError> {
+        dev_index(dev)?;
+        self.with(|o, now, _| {
+            let pending = Pending::default();
+            o.submit(now, pending.clone(), |token| match op.power_down() {
+                Some(kind) => Input::PowerDown {
+                    device: dev,
+                    kind,
+                    token,
+                },
+                None => Input::PowerUp { device: dev, token },
+            })?;
+            Ok(pending)
+        })
+    }
+
+    /// A `dev_pm_ops` callback: clients are told `suspending` and their hardware calls
+    /// drained before [`Hardware::power_down`]; [`Hardware::power_up`] before they are
+    /// told `resumed` (a lost state is a new epoch: contexts re-acquire as after a
+    /// reset). Blocks until done; a system sleep during error recovery waits for it. The
+    /// errno is the core's refusal (`EBUSY` for a runtime suspend in a reset cycle), or
+    /// `EIO` if the power-up failed (the device is then gone, as on a surprise removal).
+    pub fn pm(&self, dev: DeviceId, op: PmOp) -> Result<(), LinuxError> {
+        self.refuse_in_callback()?;
+        let pending = self.begin_pm(dev, op)?;
+        match self.wait(|_, _| pending.completion())? {
+            Completion::Done(Status::Success) => Ok(()),
+            Completion::Done(_) => Err(LinuxError::new(Errno::EIO)),
+            Completion::Refused(e) => Err(e.into()),
+        }
+    }
+
+    /// `runtime_idle`: `EBUSY` while a hardware call holds a usage count (the core's
+    /// operations in flight); `Ok`: the PM core may call `runtime_suspend`.
+    pub fn runtime_idle(&self, dev: DeviceId) -> Result<(), LinuxError> {
+        let busy = self.rt.inspect(|o| {
+            let mut clients = o.machine().clients(dev);
+            clients.any(|(_, v)| v.operations_in_flight > 0)
+        });
+        match busy {
+            true => Err(LinuxError::new(Errno::EBUSY)),
+            false => Ok(()),
+        }
     }
 
     // ---- time, unload, questions ----------------------------------------------------
@@ -728,6 +812,9 @@ fn claim<O: LinuxPort>(o: &LinuxOwner<O>, s: &mut PortState, d: usize) -> Option
     }
     match o.machine().phase(dev) {
         Some(PhaseKind::Quiescing) => None,
+        // In Dx the core runs the reset once the device is back in D0 (or a lost-state
+        // power-up serves it).
+        p if powered_down(p) => None,
         Some(PhaseKind::Executing) if !s.devs[d].claimed => {
             s.devs[d].claimed = true;
             Some(PciErsResult::NeedReset)

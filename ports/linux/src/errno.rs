@@ -26,6 +26,10 @@ pub enum Errno {
     EDEADLK = 35,
     /// 75: the epoch counter is exhausted.
     EOVERFLOW = 75,
+    /// 108: the device is (going) down for system sleep: retry after `resume`.
+    ESHUTDOWN = 108,
+    /// 110: a runtime resume an access waited for did not come in time.
+    ETIMEDOUT = 110,
     /// 116: the interface is from before a reset.
     ESTALE = 116,
 }
@@ -86,6 +90,9 @@ pub fn errno_of(e: Error) -> Errno {
             Errno::EAGAIN
         }
         Error::StaleEpoch { .. } => Errno::ESTALE,
+        // Not EBUSY (a veto or a pending request) nor EAGAIN (a reset cycle): the device
+        // is shut down for system sleep and no retry succeeds before the PM core resumes it.
+        Error::Suspended { .. } => Errno::ESHUTDOWN,
         Error::RegistryFull => Errno::ENOSPC,
         Error::UnknownClient => Errno::ENOENT,
         Error::EpochExhausted => Errno::EOVERFLOW,

@@ -7,7 +7,9 @@
 //! (`error_detected` → `RESET` with each client's vote, `mmio_enabled`, `slot_reset` →
 //! hardware reset, `resume` → `RESET_END`; `reset_prepare` / `reset_done` around a
 //! function reset; `pci_channel_io_perm_failure` → surprise removal), uverbs-style
-//! disassociate as the fence, errno values, IB port events and `ib_query_port`.
+//! disassociate as the fence, errno values, IB port events and `ib_query_port`;
+//! `dev_pm_ops` system sleep and runtime PM ([`Driver::pm`], [`Driver::runtime_idle`],
+//! hardware calls as `pm_runtime_get_sync` / `pm_runtime_put`).
 //!
 //! The concurrency is the shared owner runtime's ([`pnp_lifecycle_runtime`]) with
 //! [`Dispatch::Inline`]: callers carry out the callbacks their call caused, as `ib_core`
@@ -27,7 +29,7 @@ pub use driver::{
 pub use errno::{errno_of, Errno, LinuxError};
 pub use os::{
     failure_text, ClientId, Hardware, IbClient, IbEvent, Job, LinuxOs, NullHardware,
-    PciChannelState, PciErsResult, Pending, RemoveCause, KERNEL_LOG_LINES,
+    PciChannelState, PciErsResult, Pending, PmOp, RemoveCause, KERNEL_LOG_LINES,
 };
 pub use pnp_lifecycle_runtime::{
     Clock, Dispatch, Kernel, ManualClock, MonotonicClock, StdKernel, WouldDeadlock,

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
 use pnp_lifecycle::{
     ClientHandle, ClientKind, DeviceId, Epoch, Event, FailureCause, HardwareCommand, Input,
-    LinkState, PhysPort, ResetResult, StartResult,
+    LinkState, PhysPort, PowerDownKind, PowerUpResult, ResetResult, StartResult,
 };
 use pnp_lifecycle_runtime::{Completion, News, Os};
 
@@ -91,6 +91,39 @@ impl PciErsResult {
     }
 }
 
+/// A `dev_pm_ops` callback the PM core calls: system sleep (suspend-to-RAM, and the
+/// hibernation phases) and runtime PM.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PmOp {
+    /// `suspend` (suspend-to-RAM): `PowerDown { SystemSleep }`.
+    Suspend,
+    /// `freeze`: as `suspend` (the image is written with the device quiet).
+    Freeze,
+    /// `poweroff`: as `suspend`.
+    Poweroff,
+    /// `runtime_suspend` (after `runtime_idle` said idle): `PowerDown { Idle }`.
+    RuntimeSuspend,
+    /// `resume`: `PowerUp`.
+    Resume,
+    /// `thaw`: as `resume`.
+    Thaw,
+    /// `restore` (from the hibernation image; state is typically lost): as `resume`.
+    Restore,
+    /// `runtime_resume`: as `resume`.
+    RuntimeResume,
+}
+
+impl PmOp {
+    /// The power-down it asks for, `None` for a power-up.
+    pub fn power_down(self) -> Option<PowerDownKind> {
+        match self {
+            PmOp::Suspend | PmOp::Freeze | PmOp::Poweroff => Some(PowerDownKind::SystemSleep),
+            PmOp::RuntimeSuspend => Some(PowerDownKind::Idle),
+            _ => None,
+        }
+    }
+}
+
 /// A client's callbacks (`struct ib_client` and its event handler). Never called with a
 /// lock held, never two at once for one attachment; a blocking entry point of the driver
 /// called from one returns `EDEADLK`.
@@ -122,6 +155,19 @@ pub trait IbClient: Send + Sync {
     fn disassociate(&self, dev: DeviceId) {
         let _ = dev;
     }
+    /// The device is going to a low-power state (runtime or system suspend); hardware
+    /// calls are drained first. `ib_core` has no such callback: RDMA providers instead
+    /// unregister the `ib_device` on system suspend (clients get `remove`, then `add`).
+    fn suspending(&self, dev: DeviceId, kind: PowerDownKind) {
+        let _ = (dev, kind);
+    }
+    /// Back in D0 at `epoch`. With `state_lost` the device lost its state (a new
+    /// interface, as after a reset): the default calls [`Self::resume`].
+    fn resumed(&self, dev: DeviceId, epoch: Epoch, state_lost: bool) {
+        if state_lost {
+            self.resume(dev, epoch);
+        }
+    }
     /// Not a callback: the context on `dev` was fenced (disassociated while a callback or
     /// operation of it ran: that one returned, or, with `overran`, still runs past the
     /// grace and reaches nothing). Nothing else follows for `dev`. Must not block.
@@ -141,6 +187,15 @@ pub trait Hardware: Send + Sync {
     fn reset(&self, dev: DeviceId) -> ResetResult {
         let _ = dev;
         ResetResult::Succeeded
+    }
+    /// `dev_pm_ops` power-down (save state, enter Dx); no hardware operation is in flight.
+    fn power_down(&self, dev: DeviceId) {
+        let _ = dev;
+    }
+    /// `dev_pm_ops` power-up (enter D0, restore state): whether the state survived.
+    fn power_up(&self, dev: DeviceId) -> PowerUpResult {
+        let _ = dev;
+        PowerUpResult::Powered
     }
     /// `Shutdown` / `ReleaseResources` (fire and forget).
     fn command(&self, dev: DeviceId, command: HardwareCommand) {
@@ -318,12 +373,27 @@ impl Os for LinuxOs {
                     PciErsResult::None => None,
                 }
             }
-            Event::ResetEnd { epoch } => {
+            Event::ResetEnd { epoch }
+            | Event::Resumed {
+                epoch,
+                state_lost: true,
+            } => {
                 if let Some((_, a)) = self.state().attachment(client) {
                     a.epoch = epoch; // the context's interface is the new one
                 }
-                ops.resume(dev, epoch);
+                match event {
+                    Event::ResetEnd { .. } => ops.resume(dev, epoch),
+                    _ => ops.resumed(dev, epoch, true),
+                }
                 Some(Input::AcquireInterface { client })
+            }
+            Event::Resumed { epoch, .. } => {
+                ops.resumed(dev, epoch, false);
+                None
+            }
+            Event::Suspending { kind } => {
+                ops.suspending(dev, kind);
+                None
             }
             Event::Recovered { epoch } => {
                 ops.resume(dev, epoch);
@@ -341,8 +411,6 @@ impl Os for LinuxOs {
                 ops.event(dev, IbEvent::DeviceFatal);
                 None
             }
-            // Power vocabulary (dev_pm_ops, runtime PM) not mapped yet.
-            Event::Suspending { .. } | Event::Resumed { .. } => None,
             Event::Removed { surprise } => {
                 ops.remove(dev, RemoveCause::DeviceRemoved { surprise });
                 Some(Input::Unregister { client }) // returning from remove() detaches
@@ -364,6 +432,14 @@ impl Os for LinuxOs {
             }),
             // The PCI core runs it: `slot_reset` or the function reset, then `reset_done`.
             HardwareCommand::Reset => None,
+            HardwareCommand::PowerDown => {
+                self.hw.power_down(device);
+                Some(Input::PowerDownDone { device })
+            }
+            HardwareCommand::PowerUp => Some(Input::PowerUpDone {
+                device,
+                result: self.hw.power_up(device),
+            }),
             _ => {
                 self.hw.command(device, command);
                 None

@@ -215,6 +215,7 @@ fn a_failed_slot_reset_fails_the_device_logs_it_and_recovery_disconnects_until_r
     let hw = Arc::new(RecordingHardware {
         log: log.clone(),
         reset: ResetResult::Failed,
+        power_up: pnp_lifecycle::PowerUpResult::Powered,
     });
     let (d, _) = driver_on(hw, &log);
     client(&d, &log, 0, PciErsResult::NeedReset, ClientKind::Trusted);
