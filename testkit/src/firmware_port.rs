@@ -13,10 +13,10 @@ pub mod scenario;
 
 use std::sync::{Arc, Mutex, PoisonError};
 
-use pnp_lifecycle::{ClientHandle, DeviceId, FatalAnswer, HardwareCommand, Output};
+use pnp_lifecycle::{ClientHandle, DeviceId, FatalAnswer, HardwareCommand, Output, Reply};
 use pnp_lifecycle_firmware::IsrOutcome;
 
-use crate::observed::{self, Obs};
+use crate::observed::{self, Obs, Seen};
 
 /// One thing that happened at the port's edges, in order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,6 +33,13 @@ pub enum Rec {
         device: DeviceId,
         /// What the interrupt body returned.
         outcome: IsrOutcome,
+    },
+    /// Thread mode fed a latched fatal error (`Step::ReplayedFatal`), with the answer.
+    Replayed {
+        /// The device.
+        device: DeviceId,
+        /// The machine's answer.
+        result: Result<pnp_lifecycle::Reply, pnp_lifecycle::Error>,
     },
 }
 
@@ -102,10 +109,19 @@ pub fn check(log: &[Rec], finished: bool) -> Result<(), String> {
 ///   machine borrowed (the critical section excludes thread mode), and when `finished`
 ///   every raise that a cycle serves (fed and served or deferred, or latched) is followed
 ///   by a reset pulse of the device, unless the device failed or was removed or the
-///   driver unloaded (after it: that answers it; before it: nothing is left to reset).
+///   driver unloaded (after it: that answers it; before it: nothing is left to reset);
+/// * I14 at the board: from the board's power-down until its power-up (or the release of
+///   the resources) the device's hardware is touched by nothing but the power-up (no
+///   reset pulse, start, shutdown) and no client operation begins; and, when `finished`,
+///   every client told `Suspending` was later told `Resumed`, `Removed`, `Revoked` or
+///   `DeviceStarted`.
 pub fn check_board(log: &[Rec], finished: bool) -> Result<(), String> {
     let mut commanded: Vec<(DeviceId, u32)> = Vec::new();
+    let (mut dx, mut suspended) = (Vec::new(), Vec::new());
     for (at, rec) in log.iter().enumerate() {
+        if let Rec::Obs(obs) = *rec {
+            check_dx(obs, at, &mut dx, &mut suspended)?;
+        }
         match *rec {
             Rec::Output(Output::Hardware {
                 device,
@@ -135,11 +151,21 @@ pub fn check_board(log: &[Rec], finished: bool) -> Result<(), String> {
                 ))
             }
             Rec::Raise { device, outcome } if finished => {
-                let served = matches!(
-                    outcome,
-                    IsrOutcome::Latched
-                        | IsrOutcome::Fed(FatalAnswer::Served(_) | FatalAnswer::Deferred)
+                // A latch is served unless its replay (when recorded) found the hardware
+                // not live (e.g. powered down: nothing to reset) or was refused.
+                let replay = log[at..].iter().find_map(|r| match *r {
+                    Rec::Replayed { device: d, result } if d == device => Some(result),
+                    _ => None,
+                });
+                let replay_served = !matches!(
+                    replay,
+                    Some(Ok(Reply::Fatal(FatalAnswer::HardwareNotLive(_))) | Err(_))
                 );
+                let served = match outcome {
+                    IsrOutcome::Latched => replay_served,
+                    IsrOutcome::Fed(FatalAnswer::Served(_) | FatalAnswer::Deferred) => true,
+                    _ => false,
+                };
                 let pulsed = log[at..].iter().any(|r| {
                     matches!(*r, Rec::Obs(Obs::Hardware { device: d, command: HardwareCommand::Reset }) if d == device)
                 });
@@ -162,6 +188,11 @@ pub fn check_board(log: &[Rec], finished: bool) -> Result<(), String> {
             _ => {}
         }
     }
+    if let (true, Some(client)) = (finished, suspended.first()) {
+        return Err(format!(
+            "I14: client {client:#x} was told Suspending and never Resumed, Removed or Revoked"
+        ));
+    }
     if finished {
         if let Some((d, n)) = commanded.iter().find(|(_, n)| *n > 0) {
             return Err(format!(
@@ -169,6 +200,53 @@ pub fn check_board(log: &[Rec], finished: bool) -> Result<(), String> {
                 d.0
             ));
         }
+    }
+    Ok(())
+}
+
+/// One observation against I14 at the board: `dx` holds the devices powered down,
+/// `suspended` the clients told `Suspending` and not yet told they are back (or gone).
+fn check_dx(
+    obs: Obs,
+    at: usize,
+    dx: &mut Vec<DeviceId>,
+    suspended: &mut Vec<u32>,
+) -> Result<(), String> {
+    match obs {
+        Obs::Hardware { device, command } => match command {
+            HardwareCommand::PowerDown => dx.push(device),
+            HardwareCommand::PowerUp | HardwareCommand::ReleaseResources => {
+                dx.retain(|d| *d != device)
+            }
+            _ if dx.contains(&device) => {
+                return Err(format!(
+                    "I14: hardware {command:?} of device {} at #{at} while it is powered down",
+                    device.0
+                ))
+            }
+            _ => {}
+        },
+        Obs::OperationBegin { client, device } if dx.contains(&device) => {
+            return Err(format!(
+                "I14: client {client:#x} began a hardware operation at #{at} while device {} is powered down",
+                device.0
+            ))
+        }
+        // A client that detached is told nothing more (I1).
+        Obs::DetachBegin { client } => suspended.retain(|c| *c != client),
+        Obs::Enter {
+            client,
+            seen: Seen::Event(event),
+            ..
+        } => match event {
+            pnp_lifecycle::Event::Suspending { .. } => suspended.push(client),
+            pnp_lifecycle::Event::Resumed { .. }
+            | pnp_lifecycle::Event::Removed { .. }
+            | pnp_lifecycle::Event::Revoked
+            | pnp_lifecycle::Event::DeviceStarted { .. } => suspended.retain(|c| *c != client),
+            _ => {}
+        },
+        _ => {}
     }
     Ok(())
 }

@@ -3,8 +3,8 @@
 
 use heapless::Deque;
 use pnp_lifecycle::{
-    ClientHandle, DeviceId, Error, Event, HardwareCommand, Input, Lifecycle, Output, Reply,
-    ResetResult, StartResult, Tick,
+    Access, ClientHandle, DeviceId, Epoch, Error, Event, HardwareCommand, Input, Lifecycle, Output,
+    PhaseKind, PowerDownKind, PowerUpResult, Reply, RequestToken, ResetResult, StartResult, Tick,
 };
 
 use crate::lock::{Busy, Lock};
@@ -58,6 +58,23 @@ pub trait Board {
     /// Release resources without touching registers ([`HardwareCommand::ReleaseResources`]).
     fn release_resources(&mut self, device: DeviceId) {
         let _ = device;
+    }
+
+    /// Put the device in its low-power state ([`HardwareCommand::PowerDown`]: gate its
+    /// clocks, switch its power domain off); the last touch of its hardware until
+    /// [`power_up`](Self::power_up). Fed back as [`Input::PowerDownDone`]. Default: the
+    /// hardware keeps its power.
+    fn power_down(&mut self, device: DeviceId) {
+        let _ = device;
+    }
+
+    /// Bring the device back to D0 ([`HardwareCommand::PowerUp`], the only hardware touch
+    /// the core commands in a low-power state); the answer is fed as
+    /// [`Input::PowerUpDone`]: `LostState` ends like a reset (epoch + 1), `Failed` like a
+    /// surprise removal. Default: [`PowerUpResult::Powered`].
+    fn power_up(&mut self, device: DeviceId) -> PowerUpResult {
+        let _ = device;
+        PowerUpResult::Powered
     }
 
     /// Every output, just before the port acts on it (completions, cycle results,
@@ -155,6 +172,13 @@ struct Owed {
 pub trait Idle {
     /// Sleep until an interrupt, unless `ready()` (work waiting or a deadline due) is true.
     fn sleep(&mut self, ready: &mut dyn FnMut() -> bool);
+
+    /// [`sleep`](Self::sleep) in the board's low-power mode: [`Firmware::run`] calls it when
+    /// every device is in a low-power state or absent. The interrupt must still wake it.
+    /// Default: `sleep`.
+    fn sleep_low_power(&mut self, ready: &mut dyn FnMut() -> bool) {
+        self.sleep(ready);
+    }
 }
 
 /// The Cortex-M idle: `critical_section::with(|_| if !ready() { wfi })`. Correct with a
@@ -171,6 +195,25 @@ impl Idle for WfiIdle {
                 cortex_m::asm::wfi();
             }
         });
+    }
+}
+
+/// [`WfiIdle`] that sleeps deep (`SCB.SLEEPDEEP` set around the same masked `wfi`) when
+/// every device is in a low-power state. Any enabled interrupt still wakes it.
+#[cfg(feature = "cortex-m")]
+#[allow(missing_debug_implementations)] // SCB is not Debug
+pub struct DeepSleepIdle(pub cortex_m::peripheral::SCB);
+
+#[cfg(feature = "cortex-m")]
+impl Idle for DeepSleepIdle {
+    fn sleep(&mut self, ready: &mut dyn FnMut() -> bool) {
+        WfiIdle.sleep(ready);
+    }
+
+    fn sleep_low_power(&mut self, ready: &mut dyn FnMut() -> bool) {
+        self.0.set_sleepdeep();
+        WfiIdle.sleep(ready);
+        self.0.clear_sleepdeep();
     }
 }
 
@@ -214,6 +257,12 @@ pub enum PortError<E> {
     },
     /// A callback gave more than [`Answers::CAPACITY`] answers; the rest were dropped.
     TooManyAnswers {
+        /// The client.
+        client: ClientHandle,
+    },
+    /// [`Firmware::access`]: the device was not back from its idle power-down within the
+    /// wait; the access was not granted (retry later).
+    PowerUpTimedOut {
         /// The client.
         client: ClientHandle,
     },
@@ -307,6 +356,65 @@ where
     /// reaches [`poll_timeout`](Self::poll_timeout); early is harmless).
     pub fn timeout(&mut self) -> Result<Reply, PortError<R::Error>> {
         self.input(Input::Timeout)
+    }
+
+    /// Ask for a low-power state: an idle power-down or system sleep ([`Input::PowerDown`];
+    /// the request completes once the hardware is down).
+    pub fn power_down(
+        &mut self,
+        device: DeviceId,
+        kind: PowerDownKind,
+        token: RequestToken,
+    ) -> Result<Reply, PortError<R::Error>> {
+        self.input(Input::PowerDown {
+            device,
+            kind,
+            token,
+        })
+    }
+
+    /// Bring the device back to D0 ([`Input::PowerUp`]); the board's
+    /// [`power_up`](Board::power_up) answers it.
+    pub fn wake(
+        &mut self,
+        device: DeviceId,
+        token: RequestToken,
+    ) -> Result<Reply, PortError<R::Error>> {
+        self.input(Input::PowerUp { device, token })
+    }
+
+    /// A client's access ([`Input::Access`]) from thread mode. After an idle power-down the
+    /// core commands the power-up and the access waits for it ([`Reply::AccessWaitsForPowerUp`]):
+    /// thread mode works (the power-up, the `Resumed` callbacks, deadlines) and retries
+    /// until it is granted or refused, or `wait` ticks of the board's clock passed
+    /// ([`PortError::PowerUpTimedOut`]). In system sleep it is refused
+    /// ([`Error::Suspended`]).
+    pub fn access(
+        &mut self,
+        client: ClientHandle,
+        epoch: Epoch,
+        what: Access,
+        wait: u64,
+    ) -> Result<Reply, PortError<R::Error>> {
+        let deadline = self.board.now().0.saturating_add(wait);
+        let input = Input::Access {
+            client,
+            epoch,
+            what,
+        };
+        loop {
+            match self.input(input)? {
+                Reply::AccessWaitsForPowerUp if self.board.now().0 >= deadline => {
+                    return Err(PortError::PowerUpTimedOut { client })
+                }
+                Reply::AccessWaitsForPowerUp => {
+                    self.pump_keeping_errors()?;
+                    let deadline = self.poll_timeout()?;
+                    self.timeout_due(deadline)?;
+                }
+                reply => return Ok(reply),
+            }
+        }
     }
 
     fn feed_now(&mut self, input: Input) -> Result<Result<Reply, FeedError>, Busy> {
@@ -467,13 +575,23 @@ where
             if done(self) {
                 return Ok(());
             }
+            let low = self.with_machine(|m| {
+                let mut phases = (0..D).filter_map(|d| m.phase(DeviceId(d as u8)));
+                phases.clone().any(|p| p == PhaseKind::LowPower)
+                    && phases.all(|p| matches!(p, PhaseKind::LowPower | PhaseKind::Absent))
+            })?;
             let shared = self.shared;
             let owed = !self.owed.is_empty();
             let board = &mut self.board;
-            idle.sleep(&mut || {
+            let mut ready = || {
                 owed || shared.lock(|s| s.has_work()).unwrap_or(true)
                     || deadline.is_some_and(|d| board.now() >= d)
-            });
+            };
+            if low {
+                idle.sleep_low_power(&mut ready);
+            } else {
+                idle.sleep(&mut ready);
+            }
         }
     }
 
@@ -531,15 +649,14 @@ where
                 }
                 // `work` hands resets to `step` (or the async front).
                 HardwareCommand::Reset => Ok(()),
-                // No low-power mode mapped yet: the board keeps its power.
-                HardwareCommand::PowerDown => self.owe(Input::PowerDownDone { device }, None),
-                HardwareCommand::PowerUp => self.owe(
-                    Input::PowerUpDone {
-                        device,
-                        result: pnp_lifecycle::PowerUpResult::Powered,
-                    },
-                    None,
-                ),
+                HardwareCommand::PowerDown => {
+                    self.board.power_down(device);
+                    self.owe(Input::PowerDownDone { device }, None)
+                }
+                HardwareCommand::PowerUp => {
+                    let result = self.board.power_up(device);
+                    self.owe(Input::PowerUpDone { device, result }, None)
+                }
             },
             Output::Fence { client } => {
                 // Its callback, if made, has returned (thread mode makes them); the

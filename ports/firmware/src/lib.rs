@@ -83,9 +83,9 @@ mod shared;
 #[cfg(feature = "embassy")]
 pub mod embassy;
 
-#[cfg(feature = "cortex-m")]
-pub use firmware::WfiIdle;
 pub use firmware::{Answers, Board, Firmware, Idle, PortError, Step};
+#[cfg(feature = "cortex-m")]
+pub use firmware::{DeepSleepIdle, WfiIdle};
 pub use lock::{Busy, IsrLink, Lock};
 pub use reset::{Polarity, ResetControl, ResetError, ResetLine};
 pub use shared::{latch_fatal_interrupt, on_fatal_interrupt, FeedError, IsrOutcome, Shared};

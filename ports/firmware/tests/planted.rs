@@ -64,6 +64,8 @@ fn control_the_shipped_port_is_clean_in_the_same_runs() {
         (Scenario::IrqDuringResetCycle, IsrPath::Latch),
         (Scenario::OneIrqDuringResetCycle, IsrPath::Feed),
         (Scenario::UnloadRacesResetCycle, IsrPath::Feed),
+        (Scenario::IdlePowerDownRacesIrq, IsrPath::Latch),
+        (Scenario::RemoveInDx, IsrPath::Latch),
     ] {
         let [random, pct] = hunt(which, path, Fault::None);
         assert_eq!(
@@ -72,7 +74,7 @@ fn control_the_shipped_port_is_clean_in_the_same_runs() {
             "{which:?} {path:?}"
         );
     }
-    println!("control: clean ({ITERATIONS} random + {ITERATIONS} pct schedules in each of 4 runs)");
+    println!("control: clean ({ITERATIONS} random + {ITERATIONS} pct schedules in each of 6 runs)");
 }
 
 #[test]
@@ -111,6 +113,32 @@ fn planted_eager_pulse_is_caught() {
         IsrPath::Latch,
         Fault::EagerPulse,
         &["before the core commanded it", "I3: hardware reset"],
+    );
+}
+
+#[test]
+fn planted_isr_wakes_by_reset_is_caught() {
+    // The interrupt, finding the device powered down, pulses the reset line itself instead
+    // of leaving the power-up to the core: a hardware touch in Dx (I14).
+    assert_caught(
+        "isr-wakes-by-reset",
+        Scenario::IdlePowerDownRacesIrq,
+        IsrPath::Latch,
+        Fault::IsrWakesByReset,
+        &["I14: hardware Reset"],
+    );
+}
+
+#[test]
+fn planted_quiesce_on_release_is_caught() {
+    // Releasing the resources of a device removed from system sleep shuts it down first:
+    // a register touch in Dx (I14).
+    assert_caught(
+        "quiesce-on-release",
+        Scenario::RemoveInDx,
+        IsrPath::Latch,
+        Fault::QuiesceOnRelease,
+        &["I14: hardware Shutdown"],
     );
 }
 

@@ -3,8 +3,10 @@
 //! (`pnp_lifecycle_testkit::firmware_port::scenario`). Random and PCT schedulers,
 //! `FIRMWARE_SHUTTLE_ITERATIONS` schedules per scenario and scheduler (default 10,000). Each
 //! run asserts the common oracle over what the clients and the hardware observed, the
-//! board checks (pulses only when commanded, no fatal error lost), that every thread
-//! finished and the end state.
+//! board checks (pulses only when commanded, no fatal error lost, I14: nothing but the
+//! power-up touches a powered-down device), that every thread finished and the end state.
+//! The power scenarios race an idle power-down or system sleep against the interrupt's
+//! fatal error (and a client access it announces), surprise removal, remove and unload.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -70,4 +72,8 @@ schedulers! {
     irq_during_removal_random, irq_during_removal_pct => Scenario::IrqDuringRemoval, IsrPath::Feed;
     unload_races_reset_cycle_random, unload_races_reset_cycle_pct => Scenario::UnloadRacesResetCycle, IsrPath::Feed;
     latching_irq_during_reset_cycle_random, latching_irq_during_reset_cycle_pct => Scenario::IrqDuringResetCycle, IsrPath::Latch;
+    idle_power_down_races_irq_random, idle_power_down_races_irq_pct => Scenario::IdlePowerDownRacesIrq, IsrPath::Latch;
+    surprise_removal_in_dx_random, surprise_removal_in_dx_pct => Scenario::SurpriseRemovalInDx, IsrPath::Latch;
+    remove_in_dx_random, remove_in_dx_pct => Scenario::RemoveInDx, IsrPath::Feed;
+    unload_in_dx_random, unload_in_dx_pct => Scenario::UnloadInDx, IsrPath::Latch;
 }

@@ -8,8 +8,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, PoisonError};
 
 use pnp_lifecycle::{
-    queue_capacity, ClientHandle, Config, DeviceId, Event, HardwareCommand, Input, Output, Reply,
-    ResetResult, Status, Tick, TrustedTimeoutPolicy, Unregistered,
+    queue_capacity, ClientHandle, Config, DeviceId, Event, HardwareCommand, Input, Output,
+    PowerUpResult, Reply, ResetResult, Status, Tick, TrustedTimeoutPolicy, Unregistered,
 };
 use pnp_lifecycle_firmware::{Board, Busy, Firmware, Lock, PortError, ResetControl, Shared};
 
@@ -78,6 +78,11 @@ pub struct RecordingBoard {
     pub clock: SimClock,
     /// Reset cycles finished.
     pub cycles: u32,
+    /// What the next power-ups answer, oldest first (empty: `Powered`).
+    pub power_up_results: VecDeque<PowerUpResult>,
+    /// Whether the hardware is powered down (set by `power_down`, cleared by `power_up`
+    /// and `release_resources`; the interrupt may read it).
+    pub powered_down: Arc<AtomicBool>,
 }
 
 impl RecordingBoard {
@@ -153,6 +158,27 @@ impl Board for RecordingBoard {
     fn shutdown(&mut self, device: DeviceId) {
         let command = HardwareCommand::Shutdown;
         self.rec.obs(Obs::Hardware { device, command });
+    }
+
+    fn release_resources(&mut self, device: DeviceId) {
+        let command = HardwareCommand::ReleaseResources;
+        self.rec.obs(Obs::Hardware { device, command });
+        self.powered_down.store(false, Ordering::SeqCst);
+    }
+
+    fn power_down(&mut self, device: DeviceId) {
+        let command = HardwareCommand::PowerDown;
+        self.rec.obs(Obs::Hardware { device, command });
+        self.powered_down.store(true, Ordering::SeqCst);
+    }
+
+    fn power_up(&mut self, device: DeviceId) -> PowerUpResult {
+        let command = HardwareCommand::PowerUp;
+        self.rec.obs(Obs::Hardware { device, command });
+        self.powered_down.store(false, Ordering::SeqCst);
+        self.power_up_results
+            .pop_front()
+            .unwrap_or(PowerUpResult::Powered)
     }
 
     fn observe(&mut self, output: &Output) {

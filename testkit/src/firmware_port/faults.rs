@@ -6,11 +6,14 @@
 //! | [`Fault::UnmaskedLock`] | the lock is a `RefCell` borrow without a critical section ([`super::board::ShuttleLock::unmasked`]) | the interrupt finds the machine borrowed and its fatal error is lost ([`super::check_board`]) |
 //! | [`Fault::DroppingLatch`] | the interrupt body, finding the buffer busy, reports `Latched` but sets no latch ([`dropping_latch_isr`]) | a fatal error with no reset after it ([`super::check_board`]) |
 //! | [`Fault::EagerPulse`] | the reset line is pulsed from the `RESET` callback, before the core commands it ([`EagerPulse`]) | a pulse not commanded ([`super::check_board`]) and I3 ([`crate::observed::check`]) |
+//! | [`Fault::IsrWakesByReset`] | the fatal-error interrupt, finding the device powered down, wakes it by pulsing the reset line itself instead of leaving the power-up to the core (`scenario::run`) | I14: a hardware touch in Dx ([`super::check_board`]) |
+//! | [`Fault::QuiesceOnRelease`] | the board's `release_resources` quiesces the hardware (a shutdown) before releasing, also when removed from Dx ([`QuiesceOnRelease`]) | I14: a hardware touch in Dx ([`super::check_board`]) |
 
 use std::cell::Cell;
 
 use pnp_lifecycle::{
-    ClientHandle, DeviceId, Event, HardwareCommand, Output, ResetResult, StartResult, Tick,
+    ClientHandle, DeviceId, Event, HardwareCommand, Output, PowerUpResult, ResetResult,
+    StartResult, Tick,
 };
 use pnp_lifecycle_firmware::{
     latch_fatal_interrupt, on_fatal_interrupt, Board, Busy, IsrOutcome, Lock, Shared,
@@ -31,6 +34,10 @@ pub enum Fault {
     DroppingLatch,
     /// The reset line pulses before the core commands it.
     EagerPulse,
+    /// The interrupt pulses the reset line while the device is powered down.
+    IsrWakesByReset,
+    /// Releasing the resources touches the registers (a shutdown), even in Dx.
+    QuiesceOnRelease,
 }
 
 /// Which interrupt body the firmware uses.
@@ -148,6 +155,15 @@ impl Board for EagerPulse {
     fn shutdown(&mut self, device: DeviceId) {
         self.0.shutdown(device);
     }
+    fn release_resources(&mut self, device: DeviceId) {
+        self.0.release_resources(device);
+    }
+    fn power_down(&mut self, device: DeviceId) {
+        self.0.power_down(device);
+    }
+    fn power_up(&mut self, device: DeviceId) -> PowerUpResult {
+        self.0.power_up(device)
+    }
     fn observe(&mut self, output: &Output) {
         self.0.observe(output);
     }
@@ -157,6 +173,51 @@ impl Board for EagerPulse {
 }
 
 impl AsRecording for EagerPulse {
+    fn recording(&mut self) -> &mut RecordingBoard {
+        &mut self.0
+    }
+}
+
+/// PLANTED FAULT (`Fault::QuiesceOnRelease`): a board whose `release_resources` shuts the
+/// hardware down first "to be safe", touching registers of a device removed from Dx.
+#[derive(Debug, Default)]
+pub struct QuiesceOnRelease(pub RecordingBoard);
+
+impl Board for QuiesceOnRelease {
+    fn now(&mut self) -> Tick {
+        self.0.now()
+    }
+    fn notify(&mut self, client: ClientHandle, event: Event) {
+        self.0.notify(client, event);
+    }
+    fn fence(&mut self, client: ClientHandle) {
+        self.0.fence(client);
+    }
+    fn start(&mut self, device: DeviceId) -> StartResult {
+        self.0.start(device)
+    }
+    fn shutdown(&mut self, device: DeviceId) {
+        self.0.shutdown(device);
+    }
+    fn release_resources(&mut self, device: DeviceId) {
+        self.0.shutdown(device);
+        self.0.release_resources(device);
+    }
+    fn power_down(&mut self, device: DeviceId) {
+        self.0.power_down(device);
+    }
+    fn power_up(&mut self, device: DeviceId) -> PowerUpResult {
+        self.0.power_up(device)
+    }
+    fn observe(&mut self, output: &Output) {
+        self.0.observe(output);
+    }
+    fn reset_finished(&mut self, device: DeviceId, result: ResetResult) {
+        self.0.reset_finished(device, result);
+    }
+}
+
+impl AsRecording for QuiesceOnRelease {
     fn recording(&mut self) -> &mut RecordingBoard {
         &mut self.0
     }

@@ -8,18 +8,22 @@ use std::sync::Arc;
 
 use shuttle::rand::Rng;
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use pnp_lifecycle::{
-    ClientHandle, DriverPhase, Epoch, Error, Event, Input, Output, PhaseKind, RequestToken, Status,
+    Access, ClientHandle, DriverPhase, Epoch, Error, Event, HardwareCommand, Input, Output,
+    PhaseKind, PowerDownKind, Reply, RequestToken, Status,
 };
-use pnp_lifecycle_firmware::{Board, Firmware, IsrOutcome, Lock, PortError};
+use pnp_lifecycle_firmware::{Board, Firmware, IsrOutcome, Lock, PortError, Step};
 
 use super::board::{
     feed_client, AsRecording, RaceShared, RecordingBoard, ScriptedReset, ShuttleLock, CLIENTS, DEV,
     QUEUE, RACE_CONFIG,
 };
-use super::faults::{raise, EagerPulse, Fault, IsrPath};
+use super::faults::{raise, EagerPulse, Fault, IsrPath, QuiesceOnRelease};
 use super::race::setup;
-use super::{check, Rec, Recorder};
+use super::{check, client_id, Rec, Recorder};
+use crate::observed::Obs;
 
 /// What thread mode does while the interrupt raises two fatal errors (one in
 /// `OneIrqDuringResetCycle`).
@@ -34,9 +38,23 @@ pub enum Scenario {
     IrqDuringRemoval,
     /// A reset cycle, then unload.
     UnloadRacesResetCycle,
+    /// An idle power-down racing one fatal error (the interrupt latch) and a client access
+    /// that an interrupt announces (thread mode makes it with [`Firmware::access`]): either
+    /// wakes the device through the core.
+    IdlePowerDownRacesIrq,
+    /// System sleep, then surprise removal (in Dx unless the interrupt's cycle delays the
+    /// sleep), then remove.
+    SurpriseRemovalInDx,
+    /// System sleep, then remove.
+    RemoveInDx,
+    /// An idle power-down, then unload.
+    UnloadInDx,
 }
 
 const REMOVE_TOKEN: RequestToken = RequestToken(100);
+const POWER_TOKEN: RequestToken = RequestToken(200);
+/// How long an access waits for the power-up, in ticks.
+const ACCESS_WAIT: u64 = 1_000;
 const THREAD_BOUND: usize = 5_000;
 /// The interrupt yields up to this many times before each raise.
 const ISR_SPREAD: u32 = 120;
@@ -51,6 +69,7 @@ pub fn run(which: Scenario, path: IsrPath, fault: Fault) -> Vec<IsrOutcome> {
     let board = RecordingBoard::new(rec.clone());
     match fault {
         Fault::EagerPulse => run_on(which, path, fault, EagerPulse(board), rec),
+        Fault::QuiesceOnRelease => run_on(which, path, fault, QuiesceOnRelease(board), rec),
         _ => run_on(which, path, fault, board, rec),
     }
 }
@@ -76,20 +95,36 @@ fn run_on<B: Board + AsRecording>(
     let isr_lock = Arc::clone(&lock);
     let isr_clock = fw.board_mut().recording().clock.clone();
     let isr_rec = rec.clone();
+    let powered_down = Arc::clone(&fw.board_mut().recording().powered_down);
+    let access_irq = Arc::new(AtomicBool::new(false));
+    let isr_access = Arc::clone(&access_irq);
     let isr = shuttle::thread::spawn(move || {
         let mut outcomes = Vec::new();
-        let raises = if which == Scenario::OneIrqDuringResetCycle {
-            1
-        } else {
-            2
+        let (raises, access) = match which {
+            Scenario::OneIrqDuringResetCycle => (1, false),
+            Scenario::IdlePowerDownRacesIrq => (1, true),
+            _ => (2, false),
         };
-        for _ in 0..raises {
+        let spread = || {
             // The interrupt lands anywhere in the run: before, during or after the cycle.
             for _ in 0..shuttle::rand::thread_rng().gen_range(0..ISR_SPREAD) {
                 shuttle::thread::yield_now();
             }
+        };
+        for _ in 0..raises {
+            spread();
             let now = || isr_clock.now();
             outcomes.push(raise(&isr_lock.isr(), DEV, path, fault, now, &isr_rec));
+            if fault == Fault::IsrWakesByReset && powered_down.load(Ordering::SeqCst) {
+                // PLANTED: the interrupt wakes the device itself with the reset line.
+                let (device, command) = (DEV, HardwareCommand::Reset);
+                isr_rec.obs(Obs::Hardware { device, command });
+            }
+        }
+        if access {
+            spread();
+            // A host request arrived: the interrupt tells thread mode (and wakes `wfi`).
+            isr_access.store(true, Ordering::SeqCst);
         }
         outcomes
     });
@@ -105,14 +140,41 @@ fn run_on<B: Board + AsRecording>(
         Scenario::UnloadRacesResetCycle => {
             [Input::ResetRequest { client: clients[0] }, Input::Unload].into()
         }
+        Scenario::IdlePowerDownRacesIrq => [power_down(PowerDownKind::Idle)].into(),
+        Scenario::SurpriseRemovalInDx => [
+            power_down(PowerDownKind::SystemSleep),
+            Input::SurpriseRemoval { device: DEV },
+            Input::Remove {
+                device: DEV,
+                token: REMOVE_TOKEN,
+            },
+        ]
+        .into(),
+        Scenario::RemoveInDx => [
+            power_down(PowerDownKind::SystemSleep),
+            Input::Remove {
+                device: DEV,
+                token: REMOVE_TOKEN,
+            },
+        ]
+        .into(),
+        Scenario::UnloadInDx => [power_down(PowerDownKind::Idle), Input::Unload].into(),
     };
+    let mut accesses = Vec::new();
     // Thread mode's main loop: act, answer for the clients, run the script, tick.
     let mut isr = Some(isr);
     let mut outcomes = Vec::new();
     let mut finished = false;
     for _ in 0..THREAD_BOUND {
-        if let Err(e) = fw.pump() {
-            panic!("thread mode: {e:?}");
+        loop {
+            match fw.step() {
+                Ok(Step::Idle) => break,
+                Ok(Step::ReplayedFatal(device, result)) => {
+                    rec.push(Rec::Replayed { device, result });
+                }
+                Ok(_) => {}
+                Err(e) => panic!("thread mode: {e:?}"),
+            }
         }
         if let Some(answer) = fw.board_mut().recording().reactions.pop_front() {
             let _ = feed_client(&mut fw, answer); // a revoked client's late answer: refused
@@ -121,7 +183,13 @@ fn run_on<B: Board + AsRecording>(
         if let Some(input) = script.pop_front() {
             let result = fw.input(input);
             fw.board_mut().recording().record_request(input, &result);
-            assert!(result.is_ok(), "{input:?} refused: {result:?}");
+            // A power-down may be refused (an idle one is not started during a reset cycle).
+            let power = matches!(input, Input::PowerDown { .. });
+            assert!(result.is_ok() || power, "{input:?} refused: {result:?}");
+            continue;
+        }
+        if access_irq.swap(false, Ordering::SeqCst) {
+            accesses.push(access(&mut fw, clients[0]));
             continue;
         }
         if let Some(now) = fw.poll_timeout().expect("busy") {
@@ -164,6 +232,32 @@ fn run_on<B: Board + AsRecording>(
     }
     let board = fw.board_mut().recording();
     match which {
+        Scenario::IdlePowerDownRacesIrq => {
+            assert!(
+                !accesses.contains(&Err(PortError::PowerUpTimedOut { client: clients[0] })),
+                "{accesses:?}"
+            );
+            // An access after the power-down woke it (a fatal error in Dx is answered
+            // "hardware not live" by the core: it wakes nothing).
+            let down = log.iter().rposition(|r| {
+                matches!(
+                    r,
+                    Rec::Obs(Obs::Hardware {
+                        command: HardwareCommand::PowerDown,
+                        ..
+                    })
+                )
+            });
+            let woken = down.is_some_and(|at| {
+                log[at..]
+                    .iter()
+                    .any(|r| matches!(r, Rec::Obs(Obs::OperationBegin { .. })))
+            });
+            assert!(
+                phase == Some(PhaseKind::Running) || (phase == Some(PhaseKind::LowPower) && !woken),
+                "{phase:?}, accesses {accesses:?}"
+            );
+        }
         Scenario::IrqDuringResetCycle | Scenario::OneIrqDuringResetCycle => {
             assert_eq!(phase, Some(PhaseKind::Running));
             assert!(epoch >= Some(Epoch(1)));
@@ -175,10 +269,17 @@ fn run_on<B: Board + AsRecording>(
             // The silent one was revoked at its deadline, and told nothing after.
             assert_eq!(board.events[&clients[2]].last(), Some(&Event::Revoked));
         }
-        Scenario::IrqDuringRemoval | Scenario::UnloadRacesResetCycle => {
+        Scenario::IrqDuringRemoval
+        | Scenario::UnloadRacesResetCycle
+        | Scenario::SurpriseRemovalInDx
+        | Scenario::RemoveInDx
+        | Scenario::UnloadInDx => {
             assert_eq!(phase, Some(PhaseKind::Absent));
             assert_eq!(board.count(Output::DeviceRemoved { device: DEV }), 1);
-            if which == Scenario::UnloadRacesResetCycle {
+            if matches!(
+                which,
+                Scenario::UnloadRacesResetCycle | Scenario::UnloadInDx
+            ) {
                 assert_eq!(driver, DriverPhase::Unloaded);
                 assert_eq!(board.count(Output::UnloadMayFinish), 1);
             } else {
@@ -199,4 +300,38 @@ fn run_on<B: Board + AsRecording>(
         }
     }
     outcomes
+}
+
+fn power_down(kind: PowerDownKind) -> Input {
+    Input::PowerDown {
+        device: DEV,
+        kind,
+        token: POWER_TOKEN,
+    }
+}
+
+/// A client's hardware operation that an interrupt announced, made from thread mode: the
+/// access (waiting for a power-up after an idle power-down), the operation, its end.
+fn access<B: Board + AsRecording>(
+    fw: &mut Firmware<'_, ShuttleLock<RaceShared>, ScriptedReset, B, 1, CLIENTS, 1, QUEUE>,
+    client: ClientHandle,
+) -> Result<Reply, PortError<()>> {
+    let epoch = fw
+        .with_machine(|m| m.epoch(DEV))
+        .expect("busy")
+        .expect("device");
+    let result = fw.access(client, epoch, Access::HardwareOp, ACCESS_WAIT);
+    if result == Ok(Reply::AccessGranted) {
+        let (rec, id) = (fw.board_mut().recording().rec.clone(), client_id(client));
+        rec.obs(Obs::OperationBegin {
+            client: id,
+            device: DEV,
+        });
+        rec.obs(Obs::OperationEnd {
+            client: id,
+            device: DEV,
+        });
+        fw.input(Input::AccessDone { client }).expect("access done");
+    }
+    result
 }
