@@ -158,3 +158,55 @@ fn the_common_oracle_runs_on_firmware_records() {
     ];
     assert!(check(&twice, false).expect_err("missed").starts_with("I5"));
 }
+
+fn hw(command: HardwareCommand) -> Rec {
+    Rec::Obs(Obs::Hardware {
+        device: DEV,
+        command,
+    })
+}
+
+#[test]
+fn the_board_check_flags_a_hardware_touch_in_dx_but_not_the_power_up() {
+    // I14 at the board, without the common oracle: the reset line pulsed (even when
+    // commanded) or a shutdown between the power-down and the power-up is a finding.
+    for touch in [HardwareCommand::Reset, HardwareCommand::Shutdown] {
+        let log = [COMMAND, hw(HardwareCommand::PowerDown), hw(touch)];
+        let finding = check_board(&log, false).unwrap_err();
+        assert!(finding.contains("I14"), "{finding}");
+    }
+    // Control: the power-up and then the pulse, or the release from Dx, are fine.
+    let log = [
+        COMMAND,
+        hw(HardwareCommand::PowerDown),
+        hw(HardwareCommand::PowerUp),
+        PULSE,
+    ];
+    assert_eq!(check_board(&log, true), Ok(()));
+    let log = [
+        hw(HardwareCommand::PowerDown),
+        hw(HardwareCommand::ReleaseResources),
+    ];
+    assert_eq!(check_board(&log, true), Ok(()));
+}
+
+#[test]
+fn the_board_check_flags_an_operation_in_dx_and_a_suspend_never_ended() {
+    let begin = Rec::Obs(Obs::OperationBegin {
+        client: client_id(A),
+        device: DEV,
+    });
+    let log = [hw(HardwareCommand::PowerDown), begin];
+    assert!(check_board(&log, false).unwrap_err().contains("I14"));
+    let suspending = told(Event::Suspending {
+        kind: PowerDownKind::Idle,
+    });
+    assert!(check_board(&suspending, true).unwrap_err().contains("I14"));
+    assert_eq!(check_board(&suspending, false), Ok(()), "not over yet");
+    let resumed = told(Event::Resumed {
+        epoch: Epoch(0),
+        state_lost: false,
+    });
+    let log: Vec<Rec> = suspending.into_iter().chain(resumed).collect();
+    assert_eq!(check_board(&log, true), Ok(()));
+}
