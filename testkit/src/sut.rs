@@ -52,6 +52,12 @@ pub trait Sut: Clone + Eq + Hash + Debug {
     fn client(&self, handle: ClientHandle) -> Option<ClientView>;
     /// Every occupied client slot of a device.
     fn client_list(&self, device: DeviceId) -> Vec<(ClientHandle, ClientView)>;
+    /// [`Self::client_list`] into `into` (cleared first), reusing its allocation: the
+    /// model comparison asks for it after every step.
+    fn client_list_into(&self, device: DeviceId, into: &mut Vec<(ClientHandle, ClientView)>) {
+        into.clear();
+        into.extend(self.client_list(device));
+    }
     /// A binding's capabilities.
     fn binding_caps(&self, handle: ClientHandle) -> Result<BindingCaps, Error>;
     /// A port's link state, if configured.
@@ -105,6 +111,10 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Sut for Lif
     }
     fn client_list(&self, device: DeviceId) -> Vec<(ClientHandle, ClientView)> {
         Lifecycle::clients(self, device).collect()
+    }
+    fn client_list_into(&self, device: DeviceId, into: &mut Vec<(ClientHandle, ClientView)>) {
+        into.clear();
+        into.extend(Lifecycle::clients(self, device));
     }
     fn binding_caps(&self, handle: ClientHandle) -> Result<BindingCaps, Error> {
         Lifecycle::binding_caps(self, handle)

@@ -228,21 +228,34 @@ pub fn compare_state<S: Sut>(sut: &S, model: &Model) -> Result<(), String> {
                 return Err(format!("device {} port {} link differs", i, p));
             }
         }
-        let cs = sut.client_list(d);
-        let ms = model.clients(d);
-        if cs != ms {
-            return Err(format!(
-                "device {} clients:\n core:  {:?}\n model: {:?}",
-                i, cs, ms
-            ));
-        }
-        for (h, _) in &cs {
-            if sut.binding_caps(*h) != model.binding_caps(*h) {
-                return Err(format!("binding caps of {:?} differ", h));
+        // Both lists go into buffers kept between steps (no allocation a step).
+        let differs = CLIENT_LISTS.with(|lists| {
+            let (cs, ms) = &mut *lists.borrow_mut();
+            sut.client_list_into(d, cs);
+            model.clients_into(d, ms);
+            if cs != ms {
+                return Some(format!(
+                    "device {} clients:\n core:  {:?}\n model: {:?}",
+                    i, cs, ms
+                ));
             }
+            cs.iter()
+                .find(|(h, _)| sut.binding_caps(*h) != model.binding_caps(*h))
+                .map(|(h, _)| format!("binding caps of {:?} differ", h))
+        });
+        if let Some(why) = differs {
+            return Err(why);
         }
     }
     Ok(())
+}
+
+type ClientList = Vec<(ClientHandle, pnp_lifecycle::ClientView)>;
+
+std::thread_local! {
+    /// `compare_state`'s two client lists (the core's, the model's).
+    static CLIENT_LISTS: core::cell::RefCell<(ClientList, ClientList)> =
+        const { core::cell::RefCell::new((Vec::new(), Vec::new())) };
 }
 
 /// How [`drive_to_quiescence`] treats the clients.
