@@ -42,6 +42,8 @@ for n in 1 4 8; do
         grep -q "^cycle: $n clients, isr $path, .*: completed$" "$out" ||
             fail "reset cycle with $n clients (isr $path) did not complete"
     done
+    [ "$(grep -c "^power: $n clients, idle power-down, .*: resumed$" "$out")" -eq 2 ] ||
+        fail "low-power entry/exit with $n clients did not resume in both runs"
     [ "$(grep -c "^unload: $n clients, .*UnloadMayFinish x1: finished exactly once$" "$out")" -eq 2 ] ||
         fail "unload with $n clients did not finish exactly once in both runs"
 done

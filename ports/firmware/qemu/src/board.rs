@@ -8,7 +8,9 @@ use core::sync::atomic::{AtomicU32, Ordering};
 
 use cortex_m::interrupt::InterruptNumber;
 use cortex_m::peripheral::NVIC;
-use pnp_lifecycle_firmware::pnp_lifecycle::{ClientHandle, DeviceId, Event, Output, Tick};
+use pnp_lifecycle_firmware::pnp_lifecycle::{
+    ClientHandle, DeviceId, Event, Output, PowerUpResult, Tick,
+};
 use pnp_lifecycle_firmware::{Answers, Board};
 
 /// The AN386's interrupt lines used here.
@@ -142,6 +144,14 @@ pub struct Clients {
     pub cycles_finished: u32,
     /// `UnloadMayFinish` outputs.
     pub unload_finished: u32,
+    /// `Suspending` callbacks.
+    pub suspending: u32,
+    /// `Resumed` callbacks.
+    pub resumed: u32,
+    /// Power-downs and power-ups of the hardware (`Board::power_down` / `power_up`).
+    pub power_downs: u32,
+    /// See `power_downs`.
+    pub power_ups: u32,
 }
 
 impl Clients {
@@ -174,8 +184,19 @@ impl Board for Clients {
                 self.removed += 1;
                 answers.unregister();
             }
+            Event::Suspending { .. } => self.suspending += 1,
+            Event::Resumed { .. } => self.resumed += 1,
             _ => {}
         }
+    }
+
+    fn power_down(&mut self, _device: DeviceId) {
+        self.power_downs += 1; // a real board gates the peripheral's clock here
+    }
+
+    fn power_up(&mut self, _device: DeviceId) -> PowerUpResult {
+        self.power_ups += 1;
+        PowerUpResult::Powered
     }
 
     fn observe(&mut self, output: &Output) {

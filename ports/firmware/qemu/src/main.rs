@@ -21,7 +21,8 @@ use cortex_m::peripheral::NVIC;
 use cortex_m_rt::{entry, exception, ExceptionFrame};
 use critical_section::Mutex;
 use pnp_lifecycle_firmware::pnp_lifecycle::{
-    queue_capacity, ClientKind, Config, DeviceId, Input, PhaseKind, Reply, RequestToken,
+    queue_capacity, Access, ClientKind, Config, DeviceId, Input, PhaseKind, PowerDownKind, Reply,
+    RequestToken,
 };
 use pnp_lifecycle_firmware::{
     latch_fatal_interrupt, on_fatal_interrupt, Firmware, IsrOutcome, Lock, Polarity, ResetLine,
@@ -168,6 +169,60 @@ fn scenario(n: usize, cal: &measure::Calibration) -> bool {
         led,
         epoch0.map(|e| e.0),
         epoch1.map(|e| e.0),
+        phase
+    );
+
+    // Low power: an idle power-down; the owner loop sleeps in the low-power mode
+    // (SLEEPDEEP + the masked wfi) until a timer interrupt stands for a host request; the
+    // client's access then brings the device back through the core and is granted.
+    measure::LOW_POWER_SLEEPS.store(0, Ordering::Relaxed);
+    check(
+        "power down",
+        fw.power_down(DEV, PowerDownKind::Idle, RequestToken(2))
+            .is_ok(),
+    );
+    let wake_at = board::now().0 + 3;
+    check(
+        "owner loop (low power)",
+        fw.run(&mut MeasuredIdle, |_| board::now().0 >= wake_at)
+            .is_ok(),
+    );
+    let low = fw.with_machine(|m| m.phase(DEV)).ok().flatten();
+    check("in Dx", low == Some(PhaseKind::LowPower));
+    let sleeps = measure::LOW_POWER_SLEEPS.load(Ordering::Relaxed);
+    check("slept in low power", sleeps > 0);
+    let client = fw.board().handles[0];
+    let epoch = fw.with_machine(|m| m.epoch(DEV)).ok().flatten();
+    let access = epoch.map(|e| fw.access(client, e, Access::HardwareOp, 100));
+    check(
+        "access granted after the power-up",
+        matches!(access, Some(Ok(Reply::AccessGranted))),
+    );
+    check(
+        "access done",
+        fw.input(Input::AccessDone { client }).is_ok(),
+    );
+    check("power pump", fw.pump().is_ok());
+    let phase = fw.with_machine(|m| m.phase(DEV)).ok().flatten();
+    let b = fw.board();
+    check("back in D0", phase == Some(PhaseKind::Running));
+    check(
+        "one power-down, one power-up",
+        (b.power_downs, b.power_ups) == (1, 1),
+    );
+    check(
+        "every client told Suspending and Resumed",
+        (b.suspending, b.resumed) == (n as u32, n as u32),
+    );
+    check("no pulse in Dx", fw.reset_control().pulses() == 1);
+    say!(
+        "power: {} clients, idle power-down, low-power sleeps {}, Suspending x{}, Resumed x{}, power-down/up {}/{}, access after the wake granted, phase {:?}: resumed",
+        n,
+        sleeps,
+        b.suspending,
+        b.resumed,
+        b.power_downs,
+        b.power_ups,
         phase
     );
 

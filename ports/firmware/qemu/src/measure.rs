@@ -150,7 +150,23 @@ pub fn calibrate() -> Calibration {
 /// instructions before and after it are counted.
 pub struct MeasuredIdle;
 
+const SLEEPDEEP: u32 = 1 << 2;
+
+/// Sleeps the owner loop took in the low-power mode (`Idle::sleep_low_power`).
+pub static LOW_POWER_SLEEPS: AtomicU32 = AtomicU32::new(0);
+
 impl pnp_lifecycle_firmware::Idle for MeasuredIdle {
+    /// Every device is in Dx: `SLEEPDEEP` around the same masked `wfi` (what
+    /// `DeepSleepIdle` does; QEMU sleeps as for `wfi`, the timer interrupt still wakes it).
+    fn sleep_low_power(&mut self, ready: &mut dyn FnMut() -> bool) {
+        LOW_POWER_SLEEPS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: SCR is written only here, in thread mode, read-modify-write.
+        let scb = unsafe { &*cortex_m::peripheral::SCB::PTR };
+        unsafe { scb.scr.modify(|r| r | SLEEPDEEP) };
+        self.sleep(ready);
+        unsafe { scb.scr.modify(|r| r & !SLEEPDEEP) };
+    }
+
     fn sleep(&mut self, ready: &mut dyn FnMut() -> bool) {
         critical_section::with(|_| {
             if !ready() {
