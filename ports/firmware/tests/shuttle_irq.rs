@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use pnp_lifecycle_firmware::IsrOutcome;
 use pnp_lifecycle_testkit::firmware_port::faults::{Fault, IsrPath};
-use pnp_lifecycle_testkit::firmware_port::scenario::{run, Scenario};
+use pnp_lifecycle_testkit::firmware_port::scenario::{run_power, Scenario};
 
 fn iterations() -> usize {
     std::env::var("FIRMWARE_SHUTTLE_ITERATIONS")
@@ -27,8 +27,23 @@ fn iterations() -> usize {
 fn explore(name: &str, which: Scenario, path: IsrPath, pct: bool) {
     let (latched, fed) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
     let (l, f) = (Arc::clone(&latched), Arc::clone(&fed));
+    // Power coverage: raised in Dx, woken by an access, released in Dx.
+    let power: Arc<[AtomicUsize; 3]> = Arc::new(Default::default());
+    let p = Arc::clone(&power);
     let body = move || {
-        let outcomes = run(which, path, Fault::None);
+        let (outcomes, coverage) = run_power(which, path, Fault::None);
+        for (hit, counter) in [
+            coverage.raised_in_dx,
+            coverage.woken_by_access,
+            coverage.released_in_dx,
+        ]
+        .into_iter()
+        .zip(p.iter())
+        {
+            if hit {
+                counter.fetch_add(1, Ordering::Relaxed);
+            }
+        }
         if outcomes.contains(&IsrOutcome::Latched) {
             l.fetch_add(1, Ordering::Relaxed);
         }
@@ -48,6 +63,26 @@ fn explore(name: &str, which: Scenario, path: IsrPath, pct: bool) {
         if pct { "pct depth 3" } else { "random" }
     );
     assert!(latched > 0, "no schedule made the interrupt latch");
+    let [in_dx, by_access, released] = [0, 1, 2].map(|i| power[i].load(Ordering::Relaxed));
+    let expect = match which {
+        Scenario::IdlePowerDownRacesIrq => [true, true, false],
+        Scenario::SurpriseRemovalInDx | Scenario::RemoveInDx | Scenario::UnloadInDx => {
+            [true, false, true]
+        }
+        _ => [false; 3],
+    };
+    if expect.contains(&true) {
+        println!(
+            "{name}: power: raised in Dx in {in_dx}, woken by the access in {by_access}, released in Dx in {released}"
+        );
+    }
+    for (count, expected, what) in [
+        (in_dx, expect[0], "a fatal error raised in Dx"),
+        (by_access, expect[1], "an access waking the device"),
+        (released, expect[2], "a release from Dx"),
+    ] {
+        assert!(!expected || count > 0, "no schedule had {what}");
+    }
     if path == IsrPath::Feed {
         assert!(fed > 0, "no schedule let the interrupt feed");
     }

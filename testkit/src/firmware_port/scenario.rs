@@ -66,6 +66,22 @@ const ISR_SPREAD: u32 = 120;
 /// the wrong end state (running at a higher epoch with the silent client revoked; removed
 /// with the request completed; unloaded exactly once). Returns the interrupt's outcomes.
 pub fn run(which: Scenario, path: IsrPath, fault: Fault) -> Vec<IsrOutcome> {
+    run_power(which, path, fault).0
+}
+
+/// Where a run's interrupts landed relative to the power state, for coverage counts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PowerCoverage {
+    /// A fatal error was raised while the board was powered down.
+    pub raised_in_dx: bool,
+    /// The device was powered up with no application wake: a client's access did it.
+    pub woken_by_access: bool,
+    /// Removal or unload released the resources of a powered-down device.
+    pub released_in_dx: bool,
+}
+
+/// [`run`], also saying where the interrupts landed.
+pub fn run_power(which: Scenario, path: IsrPath, fault: Fault) -> (Vec<IsrOutcome>, PowerCoverage) {
     let rec = Recorder::default();
     let board = RecordingBoard::new(rec.clone());
     match fault {
@@ -81,7 +97,7 @@ fn run_on<B: Board + AsRecording>(
     fault: Fault,
     board: B,
     rec: Recorder,
-) -> Vec<IsrOutcome> {
+) -> (Vec<IsrOutcome>, PowerCoverage) {
     let shared = RaceShared::new(RACE_CONFIG);
     let lock = Arc::new(if fault == Fault::UnmaskedLock {
         ShuttleLock::unmasked(shared)
@@ -241,6 +257,7 @@ fn run_on<B: Board + AsRecording>(
         .expect("busy");
     assert_eq!(lost, 0, "outputs lost");
     let log = rec.snapshot();
+    let coverage = power_coverage(&log, woke);
     if let Err(finding) = check(&log, true) {
         panic!("{finding}\nlog: {log:#?}");
     }
@@ -295,7 +312,27 @@ fn run_on<B: Board + AsRecording>(
             }
         }
     }
-    outcomes
+    (outcomes, coverage)
+}
+
+fn power_coverage(log: &[Rec], woke: bool) -> PowerCoverage {
+    let hw = |r: &Rec, c: HardwareCommand| matches!(r, Rec::Obs(Obs::Hardware { command, .. }) if *command == c);
+    let mut coverage = PowerCoverage::default();
+    let mut down = false;
+    for r in log {
+        if hw(r, HardwareCommand::PowerDown) {
+            down = true;
+        } else if hw(r, HardwareCommand::PowerUp) {
+            down = false;
+            coverage.woken_by_access |= !woke;
+        } else if hw(r, HardwareCommand::ReleaseResources) {
+            coverage.released_in_dx |= down;
+            down = false;
+        } else if matches!(r, Rec::Raise { .. }) {
+            coverage.raised_in_dx |= down;
+        }
+    }
+    coverage
 }
 
 fn power_down(kind: PowerDownKind) -> Input {
