@@ -441,3 +441,83 @@ fn the_owner_loop_sleeps_in_low_power_only_while_the_device_is_in_dx() {
     wake(&mut fw);
     oracle(&rec, true);
 }
+
+/// The log reduced to the callbacks (event kind), hardware commands and completions.
+fn trace(rec: &Recorder) -> Vec<String> {
+    use pnp_lifecycle_testkit::firmware_port::Rec;
+    use pnp_lifecycle_testkit::observed::{Obs, Seen};
+    rec.snapshot()
+        .iter()
+        .filter_map(|r| match r {
+            Rec::Obs(Obs::Enter {
+                seen: Seen::Event(event),
+                ..
+            }) => Some(
+                format!("{event:?}")
+                    .split([' ', '{', '('])
+                    .next()?
+                    .to_string(),
+            ),
+            Rec::Obs(Obs::Hardware { command, .. }) => Some(format!("hw {command:?}")),
+            Rec::Obs(Obs::RequestCompleted { id, .. }) => Some(format!("done {id}")),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn callback_orders_for_power_down_power_up_and_remove_from_dx() {
+    let (rec, lock) = (Recorder::default(), lock());
+    let mut fw: Fw<'_, _> = Firmware::new(
+        &lock,
+        ScriptedReset::default(),
+        RecordingBoard::new(rec.clone()),
+    );
+    boot(&mut fw);
+    let booted = trace(&rec).len();
+    power_down(&mut fw, PowerDownKind::SystemSleep);
+    wake(&mut fw);
+    send(
+        &mut fw,
+        Input::PowerDown {
+            device: DEV,
+            kind: PowerDownKind::SystemSleep,
+            token: RequestToken(202),
+        },
+    );
+    send(
+        &mut fw,
+        Input::Remove {
+            device: DEV,
+            token: RequestToken(100),
+        },
+    );
+    let t = trace(&rec);
+    let expected = [
+        // power-down: clients first, then the hardware, then the request completes
+        "Suspending",
+        "Suspending",
+        "Suspending",
+        "hw PowerDown",
+        "done 200",
+        // power-up: the hardware, the request, then the clients
+        "hw PowerUp",
+        "done 201",
+        "Resumed",
+        "Resumed",
+        "Resumed",
+        "Suspending",
+        "Suspending",
+        "Suspending",
+        "hw PowerDown",
+        "done 202",
+        // remove from Dx: the clients are told, then only the resources are released
+        "Removed",
+        "Removed",
+        "Removed",
+        "hw ReleaseResources",
+        "done 100",
+    ];
+    assert_eq!(t[booted..], expected, "{t:?}");
+    oracle(&rec, true);
+}
