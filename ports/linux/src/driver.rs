@@ -456,7 +456,9 @@ impl<K: Kernel, O: LinuxPort> Driver<K, O> {
     /// own; every client gets `error_detected` and votes. `CAN_RECOVER` if the votes
     /// already ended the cycle without a reset (their `resume` ran), `NEED_RESET` if a
     /// reset is, or may be, needed ([`slot_reset`](Self::slot_reset) follows),
-    /// `DISCONNECT` if the device cannot reset (failed, gone). Perm failure: surprise
+    /// `DISCONNECT` if the device cannot reset (failed, gone). In Dx, `CAN_RECOVER` (the
+    /// core: no live hardware; the power-up re-initialises); while powering down or up,
+    /// `NEED_RESET` (a cycle runs once back in D0). Perm failure: surprise
     /// removal, `DISCONNECT`; the PCI core goes straight to [`remove`](Self::remove),
     /// so a reset no `slot_reset` claimed is reported not done.
     pub fn error_detected(&self, dev: DeviceId, state: PciChannelState) -> PciErsResult {
@@ -478,6 +480,10 @@ impl<K: Kernel, O: LinuxPort> Driver<K, O> {
                 Ok(Reply::Fatal(FatalAnswer::Served(_) | FatalAnswer::Deferred)) => {
                     PciErsResult::NeedReset
                 }
+                // In Dx nothing is live to reset; the power-up re-initialises.
+                Ok(Reply::Fatal(FatalAnswer::HardwareNotLive(PhaseKind::LowPower))) => {
+                    PciErsResult::CanRecover
+                }
                 _ => PciErsResult::Disconnect,
             }
         });
@@ -493,15 +499,15 @@ impl<K: Kernel, O: LinuxPort> Driver<K, O> {
     }
 
     /// `err_handler->mmio_enabled` (after `CAN_RECOVER`): `RECOVERED` if the cycle ended
-    /// without a reset, `NEED_RESET` while one runs, `DISCONNECT` if the device is gone
-    /// or failed. Never blocks.
+    /// without a reset or the device is in Dx, `NEED_RESET` while one runs or waits for
+    /// the power-up, `DISCONNECT` if the device is gone or failed. Never blocks.
     pub fn mmio_enabled(&self, dev: DeviceId) -> PciErsResult {
         let (phase, failed) = self
             .rt
             .inspect(|o| (o.machine().phase(dev), o.machine().failure(dev)));
         match phase {
             _ if failed.is_some() => PciErsResult::Disconnect,
-            Some(PhaseKind::Running) => PciErsResult::Recovered,
+            Some(PhaseKind::Running | PhaseKind::LowPower) => PciErsResult::Recovered,
             Some(PhaseKind::Quiescing | PhaseKind::Executing) => PciErsResult::NeedReset,
             _ if powered_down(phase) => PciErsResult::NeedReset, // after the power-up
             _ => PciErsResult::Disconnect,
