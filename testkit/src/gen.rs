@@ -83,15 +83,22 @@ impl Generator {
     }
 
     fn handle<S: Sut>(&self, u: &mut Unstructured<'_>, world: &World<S>) -> Result<ClientHandle> {
-        let all: Vec<(ClientHandle, bool)> =
-            world.oracle.handles().map(|(h, c)| (h, c.gone)).collect();
-        let live: Vec<ClientHandle> = all.iter().filter(|(_, g)| !g).map(|(h, _)| *h).collect();
+        // Counted and picked by position in the oracle's books, without collecting them:
+        // the same bytes pick the same handle as `u.choose` over the collected lists did
+        // (`choose` is `choose_index` then indexing), with no allocation a step.
+        let live = |(_, c): &(ClientHandle, &crate::oracle::ClientBook)| !c.gone;
+        let all_count = world.oracle.handles().count();
+        let live_count = world.oracle.handles().filter(live).count();
         let pick = u.int_in_range(0..=15u8)?;
-        if pick < 12 && !live.is_empty() {
-            return Ok(*u.choose(&live)?);
+        if pick < 12 && live_count > 0 {
+            let i = u.choose_index(live_count)?;
+            let chosen = world.oracle.handles().filter(live).nth(i);
+            return chosen.map(|(h, _)| h).ok_or(arbitrary::Error::EmptyChoose);
         }
-        if pick < 15 && !all.is_empty() {
-            return Ok(u.choose(&all)?.0);
+        if pick < 15 && all_count > 0 {
+            let i = u.choose_index(all_count)?;
+            let chosen = world.oracle.handles().nth(i);
+            return chosen.map(|(h, _)| h).ok_or(arbitrary::Error::EmptyChoose);
         }
         Ok(ClientHandle {
             device: self.device::<S>(u)?,
