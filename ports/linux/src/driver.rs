@@ -832,14 +832,14 @@ fn claim<O: LinuxPort>(o: &LinuxOwner<O>, s: &mut PortState, d: usize) -> Option
 
 /// Whether no callback of registration `id` runs or will run: every attachment's slot is
 /// free (nothing more is addressed to it) and none of its code still runs (an abandoned
-/// callback included). A queued `add` then finds the registration gone and skips. An
-/// attachment no longer active (told `Removed`, or revoked: a fence cancels the owed
-/// `remove` and swallows its detach) is detached here.
+/// callback included). A queued `add` then finds the registration gone and skips. A
+/// revoked attachment (its fence cancelled the owed `remove` or swallowed its detach) is
+/// detached here; any other waits for its `remove` job, queued ahead of a `Removed`.
 fn ready<O: LinuxPort>(o: &mut LinuxOwner<O>, now: Tick, s: &mut PortState, id: ClientId) -> bool {
     let Some(r) = s.reg(id) else { return true };
     r.at.iter().flatten().all(|a| {
         let state = o.machine().client(a.handle).map(|v| v.state);
-        if !matches!(state, None | Some(ClientState::Active { .. })) {
+        if state == Some(ClientState::Revoked) {
             let _ = o.feed(now, Input::Unregister { client: a.handle });
         }
         o.machine().client(a.handle).is_none() && !o.client_code_running(a.handle)

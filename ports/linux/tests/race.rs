@@ -76,6 +76,17 @@ fn regression_unregister_remove_is_waited_for_by_removal_and_unload() {
     assert_eq!(run(s), Ok(()));
 }
 
+/// Fuzz finding after that fix: a trusted client's `error_detected` outlived its deadline
+/// (the device failed), it unregistered, then perm failure and remove told it `Removed`
+/// while its owed `remove` was still queued; detaching it there (as "no longer active")
+/// let removal and unload finish before the owed `remove` ran. Only a revoked attachment
+/// (whose fence cancelled the job) is detached without it.
+#[test]
+fn regression_an_unregister_remove_queued_ahead_of_removed_is_waited_for() {
+    let s = include_bytes!("race-crash-e16b084837f3f2750fb1a91bce395f98f9189aca");
+    assert_eq!(run(s), Ok(()));
+}
+
 #[test]
 fn an_owed_unregister_remove_holds_removal_and_unload_and_runs_once() {
     use pnp_lifecycle::{ClientKind, Event, Tick};
