@@ -255,9 +255,9 @@ impl<K: Kernel, O: LinuxPort> Driver<K, O> {
     }
 
     /// Non-blocking half of [`unregister_client`](Self::unregister_client): detach from
-    /// every device. An attachment still active gets its owed `remove` as a job in its
-    /// lane (`ib_unregister_client` and `ib_unregister_device` serialise: exactly one
-    /// calls `remove`), whose return detaches it; others detach at once. `true` for the
+    /// every device. An attachment active or told `Removed` gets its owed `remove` as a
+    /// job in its lane (`ib_unregister_client` and `ib_unregister_device` serialise:
+    /// exactly one calls `remove`), whose return detaches it; others detach at once. `true` for the
     /// one call that unregistered it (it finishes with
     /// [`finish_unregister`](Self::finish_unregister) once
     /// [`unregister_ready`](Self::unregister_ready)).
@@ -269,7 +269,7 @@ impl<K: Kernel, O: LinuxPort> Driver<K, O> {
             r.live = false;
             for a in r.at.iter().flatten() {
                 match o.machine().client(a.handle).map(|v| v.state) {
-                    Some(ClientState::Active { .. }) => {
+                    Some(ClientState::Active { .. } | ClientState::Removed) => {
                         o.push_job(Job::Remove { handle: a.handle })
                     }
                     Some(_) => drop(o.feed(now, Input::Unregister { client: a.handle })),

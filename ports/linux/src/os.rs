@@ -251,8 +251,8 @@ pub(crate) struct Attachment {
     pub(crate) epoch: Epoch,
     /// `add` ran (so `remove` is owed on unregister).
     pub(crate) added: bool,
-    /// `ib_unregister_client`'s `remove` ran (or was not owed): nothing more reaches the
-    /// client on this device; a later `Removed` only detaches (one `remove` per pair).
+    /// Its one `remove` ran (the device's, or `ib_unregister_client`'s, or none was
+    /// owed): nothing more reaches the client on this device; the other only detaches.
     pub(crate) unhooked: bool,
 }
 
@@ -353,11 +353,14 @@ impl Os for LinuxOs {
 
     fn call(&self, ops: &Arc<dyn IbClient>, client: ClientHandle, event: Event) -> Option<Input> {
         let dev = client.device;
-        if self
-            .state()
-            .attachment(client)
-            .is_some_and(|(_, a)| a.unhooked)
-        {
+        // Exactly one `remove` per (client, device): the device's or the unregister's.
+        let removed = matches!(event, Event::Removed { .. });
+        let unhooked = self.state().attachment(client).is_some_and(|(_, a)| {
+            let was = a.unhooked;
+            a.unhooked |= removed;
+            was
+        });
+        if unhooked {
             return Some(Input::Unregister { client }); // its remove already ran
         }
         match event {
@@ -455,11 +458,12 @@ impl Os for LinuxOs {
         let (client, handle) = match job {
             Job::Add { client, handle } => (client, handle),
             Job::Remove { handle } => {
-                let ops = self.state().attachment(handle).and_then(|(ops, a)| {
-                    let owed = a.added && !a.unhooked;
-                    a.unhooked = true;
-                    owed.then_some(ops)
+                let owed = self.state().attachment(handle).map(|(ops, a)| {
+                    let first = !std::mem::replace(&mut a.unhooked, true);
+                    (first, (first && a.added).then_some(ops))
                 });
+                // The device's `remove` ran first: it detached the client.
+                let Some((true, ops)) = owed else { return None };
                 if let Some(ops) = ops {
                     ops.remove(handle.device, RemoveCause::ClientUnregistered);
                 }
