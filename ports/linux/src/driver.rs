@@ -6,9 +6,9 @@
 use std::sync::Arc;
 
 use pnp_lifecycle::{
-    queue_capacity, Access, ClientHandle, ClientKind, ClientState, Config, DeviceId, DriverPhase,
-    Epoch, FailureCause, FatalAnswer, Input, LinkState, PhaseKind, PhysPort, PortCaps, PortSet,
-    Reply, ResetResult, Status, Tick,
+    queue_capacity, Access, ClientHandle, ClientKind, ClientState, ClientView, Config, DeviceId,
+    DriverPhase, Epoch, FailureCause, FatalAnswer, Input, LinkState, PhaseKind, PhysPort, PortCaps,
+    PortSet, Reply, ResetResult, Status, Tick,
 };
 use pnp_lifecycle_runtime::{
     Clock, Completion, Dispatch, Kernel, MonotonicClock, Os, Owner, Runtime, StdKernel,
@@ -67,9 +67,11 @@ fn dev_index(dev: DeviceId) -> Result<usize, LinuxError> {
 }
 
 /// Whether the device is in, or on its way to or from, a low-power state.
-fn powered_down(phase: Option<PhaseKind>) -> bool {
-    use PhaseKind::*;
-    matches!(phase, Some(PoweringDown | LowPower | PoweringUp))
+fn powered_down(p: Option<PhaseKind>) -> bool {
+    matches!(
+        p,
+        Some(PhaseKind::PoweringDown | PhaseKind::LowPower | PhaseKind::PoweringUp)
+    )
 }
 
 const EDEADLK: LinuxError = LinuxError::new(Errno::EDEADLK);
@@ -254,13 +256,11 @@ impl<K: Kernel, O: LinuxPort> Driver<K, O> {
         })
     }
 
-    /// Non-blocking half of [`unregister_client`](Self::unregister_client): detach from
-    /// every device. An attachment active or told `Removed` gets its owed `remove` as a
-    /// job in its lane (`ib_unregister_client` and `ib_unregister_device` serialise:
-    /// exactly one calls `remove`), whose return detaches it; others detach at once. `true` for the
-    /// one call that unregistered it (it finishes with
-    /// [`finish_unregister`](Self::finish_unregister) once
-    /// [`unregister_ready`](Self::unregister_ready)).
+    /// Non-blocking half of [`unregister_client`](Self::unregister_client): an
+    /// attachment active or told `Removed` gets its owed `remove` as a job in its lane
+    /// (one `remove` per pair: Linux serialises it with device removal), whose return
+    /// detaches it; others detach at once. `true` for the one call that unregistered it
+    /// (it ends with [`finish_unregister`](Self::finish_unregister) once ready).
     pub fn begin_unregister(&self, id: ClientId) -> bool {
         self.with(|o, now, s| {
             let Some(r) = s.reg(id).filter(|r| r.live) else {
@@ -396,16 +396,13 @@ impl<K: Kernel, O: LinuxPort> Driver<K, O> {
         loop {
             let (waits, now) = self.with(|o, now, s| {
                 let a = Self::attachment(o, s, id, dev)?;
-                let what = Access::HardwareOp;
-                let (client, epoch) = (a.handle, a.epoch);
-                let reply = o.feed(
-                    now,
-                    Input::Access {
-                        client,
-                        epoch,
-                        what,
-                    },
-                )?;
+                let (client, epoch, what) = (a.handle, a.epoch, Access::HardwareOp);
+                let access = Input::Access {
+                    client,
+                    epoch,
+                    what,
+                };
+                let reply = o.feed(now, access)?;
                 Ok::<_, LinuxError>((reply == Reply::AccessWaitsForPowerUp, now))
             })?;
             if !waits {
@@ -425,12 +422,18 @@ impl<K: Kernel, O: LinuxPort> Driver<K, O> {
     }
 
     /// The operation of [`begin_hw_op`](Self::begin_hw_op) ended. A fenced context's late
-    /// end only ends the fence's wait.
+    /// end only ends the fence's wait (`EIO` once the fence ended without it).
     pub fn end_hw_op(&self, id: ClientId, dev: DeviceId) -> Result<(), LinuxError> {
         self.with(|o, now, s| {
             let r = s.reg(id).ok_or(LinuxError::new(Errno::ENOENT))?;
             let a = r.at[dev_index(dev)?].ok_or(LinuxError::new(Errno::ENODEV))?;
-            Ok(o.operation_done(now, a.handle)?)
+            let done = o.operation_done(now, a.handle);
+            // A fence that outran its grace already ended the operation: disassociated.
+            let revoked = o.machine().client(a.handle).map(|v| v.state);
+            match (done, revoked) {
+                (Err(_), Some(ClientState::Revoked)) => Err(LinuxError::new(Errno::EIO)),
+                (done, _) => Ok(done?),
+            }
         })
     }
 
@@ -634,12 +637,10 @@ impl<K: Kernel, O: LinuxPort> Driver<K, O> {
         })
     }
 
-    /// A `dev_pm_ops` callback: clients are told `suspending` and their hardware calls
-    /// drained before [`Hardware::power_down`]; [`Hardware::power_up`] before they are
-    /// told `resumed` (a lost state is a new epoch: contexts re-acquire as after a
-    /// reset). Blocks until done; a system sleep during error recovery waits for it. The
-    /// errno is the core's refusal (`EBUSY` for a runtime suspend in a reset cycle), or
-    /// `EIO` if the power-up failed (the device is then gone, as on a surprise removal).
+    /// A `dev_pm_ops` callback, blocking until done (a system sleep waits for error
+    /// recovery). Clients are told `suspending`, hardware calls drained, then
+    /// [`Hardware::power_down`]; [`Hardware::power_up`], then `resumed` (lost state: a new
+    /// epoch, as after a reset). Errno: the core's refusal, or `EIO` (power-up failed).
     pub fn pm(&self, dev: DeviceId, op: PmOp) -> Result<(), LinuxError> {
         self.refuse_in_callback()?;
         let pending = self.begin_pm(dev, op)?;
@@ -653,11 +654,8 @@ impl<K: Kernel, O: LinuxPort> Driver<K, O> {
     /// `runtime_idle`: `EBUSY` while a hardware call holds a usage count (the core's
     /// operations in flight); `Ok`: the PM core may call `runtime_suspend`.
     pub fn runtime_idle(&self, dev: DeviceId) -> Result<(), LinuxError> {
-        let busy = self.rt.inspect(|o| {
-            let mut clients = o.machine().clients(dev);
-            clients.any(|(_, v)| v.operations_in_flight > 0)
-        });
-        match busy {
+        let busy = |(_, v): (ClientHandle, ClientView)| v.operations_in_flight > 0;
+        match self.rt.inspect(|o| o.machine().clients(dev).any(busy)) {
             true => Err(LinuxError::new(Errno::EBUSY)),
             false => Ok(()),
         }
@@ -822,8 +820,8 @@ fn claim<O: LinuxPort>(o: &LinuxOwner<O>, s: &mut PortState, d: usize) -> Option
         // power-up serves it).
         p if powered_down(p) => None,
         Some(PhaseKind::Executing) if !s.devs[d].claimed => {
-            s.devs[d].claimed = true;
-            Some(PciErsResult::NeedReset)
+            s.devs[d].claimed = std::mem::take(&mut s.devs[d].ordered);
+            s.devs[d].claimed.then_some(PciErsResult::NeedReset)
         }
         Some(PhaseKind::Running) => Some(PciErsResult::Recovered),
         _ => Some(PciErsResult::Disconnect),

@@ -276,6 +276,8 @@ pub(crate) struct PciDev {
     /// `slot_reset` / `reset_prepare` took the commanded reset; its report is owed
     /// (`resume`, `reset_done`, or remove).
     pub(crate) claimed: bool,
+    /// The machine's reset command was carried out (in the device's lane).
+    pub(crate) ordered: bool,
 }
 
 /// The port's own state: the `ib_client` registry, the PCI core's side of each device
@@ -433,8 +435,12 @@ impl Os for LinuxOs {
                 device,
                 result: self.hw.start(device),
             }),
-            // The PCI core runs it: `slot_reset` or the function reset, then `reset_done`.
-            HardwareCommand::Reset => None,
+            // The PCI core runs it (`slot_reset`, or the function reset and `reset_done`),
+            // once this item, behind the news of fences it waited for, was carried out.
+            HardwareCommand::Reset => {
+                self.state().devs[usize::from(device.0) % MAX_DEVICES].ordered = true;
+                None
+            }
             HardwareCommand::PowerDown => {
                 self.hw.power_down(device);
                 Some(Input::PowerDownDone { device })
