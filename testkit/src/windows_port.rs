@@ -1,8 +1,10 @@
 //! The Windows port's test machinery (tests and fuzzing only): a recording [`Os`] wrapper
 //! and hardware that log what the port's clients, hardware and IRPs observed into the
 //! common oracle's [`Log`], a shuttle [`World`] with recording mlx4 clients, the
-//! cooperative schedule harness [`race::run`], and the planted port faults [`planted`].
+//! cooperative schedule harness [`race::run`], the planted port faults [`planted`], and
+//! recording KMDF callbacks [`kmdf`].
 
+pub mod kmdf;
 pub mod planted;
 pub mod race;
 
@@ -20,6 +22,7 @@ use pnp_lifecycle_windows::{
 };
 
 use crate::observed::{check, Log, Obs, Seen};
+use kmdf::KmdfRecorder;
 
 /// The device every scenario uses.
 pub const DEV: DeviceId = DeviceId(0);
@@ -176,6 +179,8 @@ pub struct World<K: Kernel = ShuttleKernel, O: WindowsVocabulary<K> = RecordedOs
     pub ids: Ids,
     /// The clock (moves only when a test moves it).
     pub clock: Arc<ManualClock>,
+    /// The driver writer's KMDF callbacks, if the world has them ([`World::powered`]).
+    pub kmdf: Option<Arc<KmdfRecorder>>,
     irps: Mutex<Vec<Arc<Irp<K>>>>,
 }
 
@@ -184,26 +189,46 @@ impl World {
     pub fn new() -> Arc<Self> {
         Self::with(ResetResult::Succeeded, |os| os)
     }
+
+    /// Like [`Self::new`], the vocabulary carrying the hardware commands out through
+    /// recording KMDF callbacks ([`World::kmdf`]) that yield inside.
+    pub fn powered() -> Arc<Self> {
+        Self::build(
+            ResetResult::Succeeded,
+            Some(Arc::new(KmdfRecorder::new(2))),
+            |os| os,
+        )
+    }
 }
 
 impl<K: Kernel, O: WindowsVocabulary<K>> World<K, O> {
     /// A started world whose hardware reset ends with `reset`, its vocabulary wrapped by
     /// `wrap` (a planted fault; `|os| os` for none).
     pub fn with(reset: ResetResult, wrap: impl FnOnce(RecordedOs<K>) -> O) -> Arc<Self> {
+        Self::build(reset, None, wrap)
+    }
+
+    /// Like [`Self::with`], with KMDF callbacks `kmdf` if given.
+    pub fn build(
+        reset: ResetResult,
+        kmdf: Option<Arc<KmdfRecorder>>,
+        wrap: impl FnOnce(RecordedOs<K>) -> O,
+    ) -> Arc<Self> {
         let (log, ids) = (Log::new(), Ids::default());
         let hal: Arc<dyn Hal> = Arc::new(TestHal::new(log.clone(), ids.clone(), 8, reset));
         let clock = Arc::new(ManualClock::new(Tick(0)));
-        let os = wrap(Recorded::new(
-            WindowsOs::new(hal.clone()),
-            log.clone(),
-            ids.clone(),
-        ));
+        let vocabulary = match &kmdf {
+            Some(k) => WindowsOs::with_kmdf(hal.clone(), k.clone()),
+            None => WindowsOs::new(hal.clone()),
+        };
+        let os = wrap(Recorded::new(vocabulary, log.clone(), ids.clone()));
         let driver = Driver::with_os(Config::DEFAULT, hal, clock.clone(), os);
         let world = Arc::new(World {
             driver,
             log,
             ids,
             clock,
+            kmdf,
             irps: Mutex::new(Vec::new()),
         });
         world.driver.add_device(DEV).expect("AddDevice");
@@ -211,7 +236,8 @@ impl<K: Kernel, O: WindowsVocabulary<K>> World<K, O> {
         world
     }
 
-    /// The PnP manager sends one IRP and waits for its completion.
+    /// The PnP manager (or the power manager, for a power minor code) sends one IRP and
+    /// waits for its completion.
     pub fn pnp(&self, minor: PnpMinor) -> NtStatus {
         self.pnp_tagged(minor, None)
     }
@@ -229,7 +255,11 @@ impl<K: Kernel, O: WindowsVocabulary<K>> World<K, O> {
         let irp =
             Arc::clone(&self.irps.lock().unwrap_or_else(PoisonError::into_inner)[id as usize]);
         self.log.push(Obs::RequestSent { id });
-        self.driver.dispatch_pnp(&irp);
+        if minor.is_power() {
+            self.driver.dispatch_power(&irp);
+        } else {
+            self.driver.dispatch_pnp(&irp);
+        }
         let status = irp.wait();
         self.log.push(Obs::RequestCompleted {
             id,

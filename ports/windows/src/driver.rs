@@ -3,8 +3,8 @@
 use std::sync::Arc;
 
 use pnp_lifecycle::{
-    ClientHandle, ClientKind, Config, DeviceId, Epoch, Input, LinkState, PhysPort, PortCaps, Reply,
-    ResetAnswer, Tick, Unregistered,
+    Access, ClientHandle, ClientKind, Config, DeviceId, Epoch, Input, LinkState, PhaseKind,
+    PhysPort, PortCaps, Reply, ResetAnswer, Tick, Unregistered,
 };
 use pnp_lifecycle_runtime::{Clock, Dispatch, Kernel, Monitor, MonotonicClock, StdKernel};
 
@@ -171,8 +171,26 @@ impl<K: Kernel, O: WindowsVocabulary<K>> Driver<K, O> {
     /// The `IRP_MJ_PNP` dispatch. Returns `STATUS_PENDING` if the IRP completes later (on
     /// the notification thread), else the status it was completed with. Each IRP is
     /// completed exactly once. `IRP_MN_REMOVE_DEVICE` blocks in `IoReleaseRemoveLockAndWait`
-    /// until every remove-lock holder released before the core sees it.
+    /// until every remove-lock holder released before the core sees it. A power minor code
+    /// is completed with `STATUS_INVALID_DEVICE_REQUEST` (it is [`Self::dispatch_power`]'s).
     pub fn dispatch_pnp(&self, irp: &Arc<Irp<K>>) -> NtStatus {
+        self.dispatch(irp, false)
+    }
+
+    /// The `IRP_MJ_POWER` dispatch, under the remove lock: `IRP_MN_SET_POWER` to S1..S5 is
+    /// the core's `PowerDown { SystemSleep }`, to D1..D3 `PowerDown { Idle }`, to S0 / D0
+    /// `PowerUp`, completed (`STATUS_PENDING` returned) when the core completes it or with
+    /// its refusal; `IRP_MN_QUERY_POWER` is completed at once, from the core's state,
+    /// changing nothing. A PnP minor code is completed with `STATUS_INVALID_DEVICE_REQUEST`.
+    pub fn dispatch_power(&self, irp: &Arc<Irp<K>>) -> NtStatus {
+        self.dispatch(irp, true)
+    }
+
+    fn dispatch(&self, irp: &Arc<Irp<K>>, power: bool) -> NtStatus {
+        if irp.minor.is_power() != power {
+            irp.complete(NtStatus::INVALID_DEVICE_REQUEST);
+            return NtStatus::INVALID_DEVICE_REQUEST;
+        }
         let (device, remove) = (irp.device, irp.minor == PnpMinor::RemoveDevice);
         let entered = self.lock(device, |l| {
             l.acquire()?;
@@ -367,19 +385,37 @@ impl<K: Kernel, O: WindowsVocabulary<K>> MlxInterface<K, O> {
     }
 
     /// A hardware operation through this interface ([`Hal::client_op`]), holding the remove
-    /// lock from the core's grant until it returned: no stop, reset or teardown is
-    /// commanded under it, and a fence waits for it.
+    /// lock from the core's grant until it returned: no stop, reset, power-down or teardown
+    /// is commanded under it, and a fence waits for it. In an idle Dx the core brings the
+    /// device back first: this waits for that power-up, then asks again, for at most the
+    /// configured `operation_timeout` (then `STATUS_IO_TIMEOUT`; from inside a callback,
+    /// where it would wait for itself, `STATUS_POSSIBLE_DEADLOCK`). In system sleep:
+    /// `STATUS_DEVICE_POWERED_OFF`.
     pub fn hardware_op(&self) -> Result<(), NtStatus> {
         let (driver, device) = (&self.driver, self.handle.device);
-        driver.runtime.with(|owner, now| {
-            driver.lock(device, RemoveLockState::acquire)?;
-            owner
-                .operation_begin(now, self.handle, self.epoch)
-                .map_err(|e| {
+        let access = Input::Access {
+            client: self.handle,
+            epoch: self.epoch,
+            what: Access::HardwareOp,
+        };
+        let mut deadline = None;
+        loop {
+            let reply = driver.runtime.with(|owner, now| {
+                driver.lock(device, RemoveLockState::acquire)?;
+                let reply = owner.feed(now, access);
+                if !matches!(reply, Ok(Reply::AccessGranted)) {
                     driver.release(device);
-                    NtStatus::from(e)
-                })
-        })?;
+                }
+                let limit = now
+                    .0
+                    .saturating_add(owner.machine().config().operation_timeout);
+                Ok::<_, NtStatus>((reply?, *deadline.get_or_insert(limit)))
+            })?;
+            match reply {
+                (Reply::AccessGranted, _) => break,
+                (_, limit) => self.wait_for_power_up(Tick(limit))?,
+            }
+        }
         driver.hal.client_op(device, self.handle);
         driver.runtime.with(|owner, now| {
             // Refused only for a client the core no longer counts (fenced): nothing to undo.
@@ -387,6 +423,24 @@ impl<K: Kernel, O: WindowsVocabulary<K>> MlxInterface<K, O> {
         });
         driver.release(device);
         Ok(())
+    }
+
+    /// Wait until the device left its power transition or low-power state, or `deadline`.
+    fn wait_for_power_up(&self, deadline: Tick) -> Result<(), NtStatus> {
+        let device = self.handle.device;
+        let powering = [
+            PhaseKind::PoweringDown,
+            PhaseKind::LowPower,
+            PhaseKind::PoweringUp,
+        ];
+        let waited = self.driver.runtime.wait_until(|owner, now| {
+            let phase = owner.machine().phase(device);
+            if now >= deadline {
+                return Some(Err(NtStatus::IO_TIMEOUT));
+            }
+            (!phase.is_some_and(|p| powering.contains(&p))).then_some(Ok(()))
+        });
+        waited.map_err(|_| NtStatus::POSSIBLE_DEADLOCK)?
     }
 
     /// Unregister and block until no callback of this client runs or will run (the core

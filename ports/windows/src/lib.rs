@@ -17,6 +17,16 @@
 //! * A failed device: `IoInvalidateDeviceState` ([`Hal::invalidate_device_state`]), and
 //!   `IRP_MN_QUERY_PNP_DEVICE_STATE` answered by asking the core
 //!   ([`Driver::query_pnp_device_state`]).
+//! * Power ([`Driver::dispatch_power`]): `IRP_MN_SET_POWER` to a system sleep (S1..S5) is
+//!   the core's `PowerDown { SystemSleep }`, to a device Dx (D1..D3, the power policy
+//!   owner's idle D-IRP) `PowerDown { Idle }`, to S0 / D0 `PowerUp`, each completed
+//!   through the runtime exactly once; `IRP_MN_QUERY_POWER` is answered from the core's
+//!   state ([`PowerState::query`]). A client's hardware operation in an idle Dx waits for
+//!   the power-up the core commands, with a deadline (`STATUS_IO_TIMEOUT`); in system
+//!   sleep it fails with `STATUS_DEVICE_POWERED_OFF`.
+//! * The KMDF callbacks a driver writer knows ([`KmdfDevice`], optional:
+//!   [`WindowsOs::with_kmdf`]), called in KMDF's documented orders from the core's hardware
+//!   commands (README: "Power").
 //! * The WinOF mlx4 reset interface ([`MlxInterface`]).
 //!
 //! The driver is generic over the platform's primitives (`K:`[`Kernel`], default
@@ -29,6 +39,7 @@
 mod driver;
 mod ntstatus;
 mod os;
+mod power;
 
 pub use driver::{Driver, MlxInterface, RemoveLockState};
 pub use ntstatus::NtStatus;
@@ -38,6 +49,7 @@ pub use os::{
 pub use pnp_lifecycle_runtime::{
     Clock, Kernel, ManualClock, MonotonicClock, Os, Owner, Runtime, StdKernel, WouldDeadlock,
 };
+pub use power::{DevicePowerState, KmdfDevice, PowerState, SystemPowerState, WdfPowerDeviceState};
 
 /// Devices one driver instance can own.
 pub const DEVICES: usize = 2;

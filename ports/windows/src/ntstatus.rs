@@ -15,6 +15,10 @@ impl NtStatus {
     pub const PENDING: NtStatus = NtStatus(0x0000_0103);
     /// `STATUS_DEVICE_BUSY`: a veto, a pending request, a reset in progress.
     pub const DEVICE_BUSY: NtStatus = NtStatus(0x8000_0011);
+    /// `STATUS_DEVICE_POWERED_OFF`: an access while the system sleeps.
+    pub const DEVICE_POWERED_OFF: NtStatus = NtStatus(0x8000_000F);
+    /// `STATUS_IO_TIMEOUT`: an access waited for a power-up past its deadline.
+    pub const IO_TIMEOUT: NtStatus = NtStatus(0xC000_00B5);
     /// `STATUS_INVALID_HANDLE`: an unknown client handle.
     pub const INVALID_HANDLE: NtStatus = NtStatus(0xC000_0008);
     /// `STATUS_INVALID_PARAMETER`: a bad port, binding or tick.
@@ -53,6 +57,8 @@ impl NtStatus {
             0x0000_0103 => "STATUS_PENDING",
             0xC000_0001 => "STATUS_UNSUCCESSFUL",
             0x8000_0011 => "STATUS_DEVICE_BUSY",
+            0x8000_000F => "STATUS_DEVICE_POWERED_OFF",
+            0xC000_00B5 => "STATUS_IO_TIMEOUT",
             0xC000_0008 => "STATUS_INVALID_HANDLE",
             0xC000_000D => "STATUS_INVALID_PARAMETER",
             0xC000_000E => "STATUS_NO_SUCH_DEVICE",
@@ -125,6 +131,7 @@ impl From<Error> for NtStatus {
             }
             Error::UnknownClient => NtStatus::INVALID_HANDLE,
             Error::ClientRevoked => NtStatus::ACCESS_DENIED,
+            Error::Suspended { .. } => NtStatus::DEVICE_POWERED_OFF,
             Error::StaleEpoch { .. } => NtStatus::REVISION_MISMATCH,
             // `Error` is non-exhaustive: a refusal this port does not know yet.
             _ => NtStatus::UNSUCCESSFUL,

@@ -5,14 +5,16 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 
 use pnp_lifecycle::{
-    ClientHandle, DeviceId, Event, HardwareCommand, Input, RequestToken, ResetResult, StartResult,
-    Tick,
+    ClientHandle, DeviceId, Event, HardwareCommand, Input, PowerUpResult, RequestToken,
+    ResetResult, StartResult, Status, Tick,
 };
 use pnp_lifecycle_runtime::{Completion, Kernel, Monitor, News, Os, StdKernel};
 
+use crate::power::{Kmdf, KmdfDevice, PowerState};
 use crate::{NtStatus, WinOwner};
 
-/// The PnP minor codes the dispatch handles (`IRP_MN_*`).
+/// The minor codes the dispatch handles (`IRP_MN_*`): `IRP_MJ_PNP`'s, and `IRP_MJ_POWER`'s
+/// ([`Self::SetPower`], [`Self::QueryPower`]; see [`crate::Driver::dispatch_power`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum PnpMinor {
     /// `IRP_MN_START_DEVICE`
@@ -31,6 +33,10 @@ pub enum PnpMinor {
     StopDevice,
     /// `IRP_MN_CANCEL_STOP_DEVICE`
     CancelStopDevice,
+    /// `IRP_MN_SET_POWER` (`IRP_MJ_POWER`) to a system or device power state.
+    SetPower(PowerState),
+    /// `IRP_MN_QUERY_POWER` (`IRP_MJ_POWER`): may the device go to this state?
+    QueryPower(PowerState),
 }
 
 impl PnpMinor {
@@ -45,12 +51,20 @@ impl PnpMinor {
             PnpMinor::QueryStopDevice => "IRP_MN_QUERY_STOP_DEVICE",
             PnpMinor::StopDevice => "IRP_MN_STOP_DEVICE",
             PnpMinor::CancelStopDevice => "IRP_MN_CANCEL_STOP_DEVICE",
+            PnpMinor::SetPower(_) => "IRP_MN_SET_POWER",
+            PnpMinor::QueryPower(_) => "IRP_MN_QUERY_POWER",
         }
     }
 
-    /// The core input for this request (surprise removal has no token in the core).
-    pub const fn input(self, device: DeviceId, token: RequestToken) -> Input {
-        match self {
+    /// Whether it is an `IRP_MJ_POWER` minor code.
+    pub const fn is_power(self) -> bool {
+        matches!(self, PnpMinor::SetPower(_) | PnpMinor::QueryPower(_))
+    }
+
+    /// The core input for this request (surprise removal has no token in the core;
+    /// `IRP_MN_QUERY_POWER` has none: it is answered from the core's state).
+    pub const fn input(self, device: DeviceId, token: RequestToken) -> Option<Input> {
+        Some(match self {
             PnpMinor::StartDevice => Input::Start { device, token },
             PnpMinor::QueryRemoveDevice => Input::QueryRemove { device, token },
             PnpMinor::CancelRemoveDevice => Input::CancelRemove { device, token },
@@ -59,7 +73,9 @@ impl PnpMinor {
             PnpMinor::QueryStopDevice => Input::QueryStop { device, token },
             PnpMinor::StopDevice => Input::Stop { device, token },
             PnpMinor::CancelStopDevice => Input::CancelStop { device, token },
-        }
+            PnpMinor::SetPower(state) => state.input(device, token),
+            PnpMinor::QueryPower(_) => return None,
+        })
     }
 }
 
@@ -177,15 +193,27 @@ impl<K: Kernel, O: Os<Callback = Callback, Request = Arc<Irp<K>>>> WindowsVocabu
 /// What the runtime's notification thread carries out, in Windows terms.
 pub struct WindowsOs<K: Kernel = StdKernel> {
     hal: Arc<dyn Hal>,
+    kmdf: Option<Kmdf<K>>,
     kernel: PhantomData<fn() -> K>,
 }
 
 impl<K: Kernel> WindowsOs<K> {
-    /// The vocabulary over `hal`.
+    /// The vocabulary over `hal`, without KMDF callbacks: start, shutdown and release are
+    /// [`Hal`]'s, and the device keeps its power (a power command is done at once).
     pub fn new(hal: Arc<dyn Hal>) -> Self {
         WindowsOs {
             hal,
+            kmdf: None,
             kernel: PhantomData,
+        }
+    }
+
+    /// The vocabulary over `hal` (resets, client operations) and the driver writer's KMDF
+    /// callbacks `evt` for start, power, stop and removal (README: the callback orders).
+    pub fn with_kmdf(hal: Arc<dyn Hal>, evt: Arc<dyn KmdfDevice>) -> Self {
+        WindowsOs {
+            kmdf: Some(Kmdf::new(evt)),
+            ..Self::new(hal)
         }
     }
 }
@@ -206,35 +234,44 @@ impl<K: Kernel> Os for WindowsOs<K> {
     }
 
     fn hardware(&self, device: DeviceId, command: HardwareCommand) -> Option<Input> {
-        let hal = &self.hal;
+        let (hal, kmdf) = (&self.hal, self.kmdf.as_ref());
         match command {
             HardwareCommand::Start => Some(Input::StartDone {
                 device,
-                result: hal.start(device),
+                result: kmdf.map_or_else(|| hal.start(device), |k| k.start(device)),
             }),
             HardwareCommand::Reset => Some(Input::ResetDone {
                 device,
                 result: hal.reset(device),
             }),
             HardwareCommand::Shutdown => {
-                hal.shutdown(device);
+                kmdf.map_or_else(|| hal.shutdown(device), |k| k.shutdown(device));
                 None
             }
             HardwareCommand::ReleaseResources => {
-                hal.release(device);
+                kmdf.map_or_else(|| hal.release(device), |k| k.release(device));
                 None
             }
-            // Power vocabulary (IRP_MN_SET_POWER, D0Entry/D0Exit) not mapped yet: the
-            // hardware keeps its power and says so.
-            HardwareCommand::PowerDown => Some(Input::PowerDownDone { device }),
+            HardwareCommand::PowerDown => {
+                if let Some(k) = kmdf {
+                    k.power_down(device);
+                }
+                Some(Input::PowerDownDone { device })
+            }
             HardwareCommand::PowerUp => Some(Input::PowerUpDone {
                 device,
-                result: pnp_lifecycle::PowerUpResult::Powered,
+                result: kmdf.map_or(PowerUpResult::Powered, |k| k.power_up(device)),
             }),
         }
     }
 
+    /// A removal's `IRP_MN_REMOVE_DEVICE` completes after the KMDF flush and cleanup.
     fn complete(&self, irp: Arc<Irp<K>>, completion: Completion) {
+        if let (Some(k), PnpMinor::RemoveDevice, Completion::Done(Status::Success)) =
+            (&self.kmdf, irp.minor, completion)
+        {
+            k.removed(irp.device, true);
+        }
         irp.complete(match completion {
             Completion::Done(status) => status.into(),
             Completion::Refused(error) => error.into(),
@@ -242,27 +279,44 @@ impl<K: Kernel> Os for WindowsOs<K> {
     }
 
     fn news(&self, news: News) {
-        if let News::DeviceFailed { device, .. } = news {
-            self.hal.invalidate_device_state(device);
+        match news {
+            News::DeviceFailed { device, .. } => self.hal.invalidate_device_state(device),
+            News::DeviceRemoved { device } => {
+                if let Some(k) = &self.kmdf {
+                    k.removed(device, false);
+                }
+            }
+            _ => {}
         }
     }
 }
 
 /// Hand a PnP IRP to the core (the dispatch's non-blocking half, under the owner lock): it
 /// completes through the runtime, with the core's completion or its refusal. Surprise
-/// removal has no token and is completed behind every output it caused. Returns
-/// `STATUS_PENDING`, or the refusal's status.
+/// removal has no token and is completed behind every output it caused;
+/// `IRP_MN_QUERY_POWER` is answered at once from the core's state ([`PowerState::query`]).
+/// Returns `STATUS_PENDING`, or the status it was completed with.
 pub fn feed_irp<K: Kernel, O: WindowsVocabulary<K>>(
     owner: &mut WinOwner<O>,
     now: Tick,
     irp: Arc<Irp<K>>,
 ) -> NtStatus {
     let (device, minor) = (irp.device, irp.minor);
-    if minor == PnpMinor::SurpriseRemoval {
-        owner.feed_then_complete(now, minor.input(device, RequestToken(0)), irp);
-        return NtStatus::PENDING;
+    match minor {
+        PnpMinor::SurpriseRemoval => {
+            owner.feed_then_complete(now, Input::SurpriseRemoval { device }, irp);
+            return NtStatus::PENDING;
+        }
+        PnpMinor::QueryPower(state) => {
+            let status = state.query(owner.machine().phase(device));
+            irp.complete(status);
+            return status;
+        }
+        _ => {}
     }
-    match owner.submit(now, irp, |token| minor.input(device, token)) {
+    // Every minor code left has an input; `Timeout` is never fed in its place.
+    let input = |token| minor.input(device, token).unwrap_or(Input::Timeout);
+    match owner.submit(now, irp, input) {
         Ok(_) => NtStatus::PENDING,
         Err(error) => error.into(),
     }

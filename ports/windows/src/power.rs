@@ -1,0 +1,323 @@
+//! Power in Windows words: `IRP_MN_SET_POWER` / `IRP_MN_QUERY_POWER` for system (S0..S5)
+//! and device (D0..D3) power, and the KMDF-shaped callbacks ([`KmdfDevice`]) a driver writer
+//! knows, called in KMDF's documented orders from the hardware commands the core issues.
+//!
+//! The lifecycle decisions stay the core's. What lives here is OS-side bookkeeping: per
+//! device, which KMDF steps already ran ([`Kmdf`]), so that a command repeats none of them
+//! (a surprise removal in Dx calls no second `SelfManagedIoSuspend` / `D0Exit`).
+
+use std::sync::Arc;
+
+use pnp_lifecycle::table::{disposition, Disposition};
+use pnp_lifecycle::{
+    DeviceId, Input, InputKind, PhaseKind, PowerDownKind, PowerUpResult, RequestToken, StartResult,
+};
+use pnp_lifecycle_runtime::{Kernel, Monitor};
+
+use crate::{NtStatus, DEVICES};
+
+/// `SYSTEM_POWER_STATE`: S0 (working) to S5 (off).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SystemPowerState {
+    /// `PowerSystemWorking`.
+    S0,
+    /// `PowerSystemSleeping1`.
+    S1,
+    /// `PowerSystemSleeping2`.
+    S2,
+    /// `PowerSystemSleeping3`.
+    S3,
+    /// `PowerSystemHibernate`.
+    S4,
+    /// `PowerSystemShutdown`.
+    S5,
+}
+
+/// `DEVICE_POWER_STATE`: D0 (working) to D3 (off).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DevicePowerState {
+    /// `PowerDeviceD0`.
+    D0,
+    /// `PowerDeviceD1`.
+    D1,
+    /// `PowerDeviceD2`.
+    D2,
+    /// `PowerDeviceD3`.
+    D3,
+}
+
+/// The `POWER_STATE` a power IRP carries (`Parameters.Power.Type` and `.State`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PowerState {
+    /// `SystemPowerState`: an S-IRP.
+    System(SystemPowerState),
+    /// `DevicePowerState`: a D-IRP (from the power policy owner, when the device idles).
+    Device(DevicePowerState),
+}
+
+impl PowerState {
+    /// Whether the state is a working one (S0, D0).
+    pub const fn working(self) -> bool {
+        matches!(
+            self,
+            PowerState::System(SystemPowerState::S0) | PowerState::Device(DevicePowerState::D0)
+        )
+    }
+
+    /// The core input `IRP_MN_SET_POWER` to this state is: S0 / D0 → `PowerUp`; a system
+    /// sleep (S1..S5) → `PowerDown { SystemSleep }`; D1..D3 → `PowerDown { Idle }`.
+    pub const fn input(self, device: DeviceId, token: RequestToken) -> Input {
+        match self {
+            _ if self.working() => Input::PowerUp { device, token },
+            PowerState::System(_) => Input::PowerDown {
+                device,
+                kind: PowerDownKind::SystemSleep,
+                token,
+            },
+            PowerState::Device(_) => Input::PowerDown {
+                device,
+                kind: PowerDownKind::Idle,
+                token,
+            },
+        }
+    }
+
+    /// `IRP_MN_QUERY_POWER`, answered from the core's state without changing it (the core
+    /// has no query-power input): the table's disposition of the input a set-power to this
+    /// state would be, in the device's phase. Handled, deferred or ignored: success; vetoed:
+    /// `STATUS_DEVICE_BUSY`; refused: `STATUS_INVALID_DEVICE_STATE`. Windows sends queries
+    /// only for lower states; a query for S0 / D0 succeeds.
+    pub fn query(self, phase: Option<PhaseKind>) -> NtStatus {
+        let Some(phase) = phase else {
+            return NtStatus::NO_SUCH_DEVICE;
+        };
+        if self.working() {
+            return NtStatus::SUCCESS;
+        }
+        match disposition(phase, InputKind::PowerDown) {
+            Disposition::Veto => NtStatus::DEVICE_BUSY,
+            Disposition::Refuse => NtStatus::INVALID_DEVICE_STATE,
+            _ => NtStatus::SUCCESS,
+        }
+    }
+}
+
+/// `WDF_POWER_DEVICE_STATE`: what `EvtDeviceD0Entry` came from and `EvtDeviceD0Exit` goes
+/// to. The core has one low-power state, so D1 / D2 requests are D3 here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum WdfPowerDeviceState {
+    /// `WdfPowerDeviceD3`: a power-down (idle or system sleep); a power-up comes from it.
+    D3,
+    /// `WdfPowerDeviceD3Final`: the device was never in D0 before (start), or leaves D0 for
+    /// a stop (rebalance) or a removal.
+    D3Final,
+}
+
+/// The KMDF event callbacks a driver writer implements (optional: a [`crate::WindowsOs`]
+/// without them uses [`crate::Hal`]'s start / shutdown / release and its device keeps its
+/// power). Called on the notification thread, one device command at a time, no lock held.
+/// Every default does nothing and succeeds.
+pub trait KmdfDevice: Send + Sync {
+    /// `EvtDevicePrepareHardware`: map the resources. A failure fails the start before any
+    /// resource is held.
+    fn prepare_hardware(&self, device: DeviceId) -> NtStatus {
+        let _ = device;
+        NtStatus::SUCCESS
+    }
+    /// `EvtDeviceD0Entry`: the device entered D0 from `previous`. A failure on start fails
+    /// the start (orderly removal follows); from D3 it is a failed power-up (the core treats
+    /// it as a surprise removal).
+    fn d0_entry(&self, device: DeviceId, previous: WdfPowerDeviceState) -> NtStatus {
+        let _ = (device, previous);
+        NtStatus::SUCCESS
+    }
+    /// Asked after a successful `EvtDeviceD0Entry` from D3: whether the device lost the state
+    /// its clients' interfaces depend on (they then re-acquire: epoch + 1). Default: no.
+    fn context_lost(&self, device: DeviceId) -> bool {
+        let _ = device;
+        false
+    }
+    /// `EvtDeviceSelfManagedIoInit`: once, on the first start.
+    fn self_managed_io_init(&self, device: DeviceId) -> NtStatus {
+        let _ = device;
+        NtStatus::SUCCESS
+    }
+    /// `EvtDeviceSelfManagedIoSuspend`: before leaving D0 (power-down, stop, removal).
+    fn self_managed_io_suspend(&self, device: DeviceId) {
+        let _ = device;
+    }
+    /// `EvtDeviceSelfManagedIoRestart`: back in D0 after a power-up or a restart.
+    fn self_managed_io_restart(&self, device: DeviceId) -> NtStatus {
+        let _ = device;
+        NtStatus::SUCCESS
+    }
+    /// `EvtDeviceD0Exit`: the device leaves D0 for `target`; the last register access.
+    fn d0_exit(&self, device: DeviceId, target: WdfPowerDeviceState) {
+        let _ = (device, target);
+    }
+    /// `EvtDeviceReleaseHardware`: unmap the resources (no register access).
+    fn release_hardware(&self, device: DeviceId) {
+        let _ = device;
+    }
+    /// `EvtDeviceSelfManagedIoFlush`: the device was removed.
+    fn self_managed_io_flush(&self, device: DeviceId) {
+        let _ = device;
+    }
+    /// `EvtDeviceSelfManagedIoCleanup`: the last callback of a removed device.
+    fn self_managed_io_cleanup(&self, device: DeviceId) {
+        let _ = device;
+    }
+}
+
+/// Which KMDF steps ran for one device (OS-side bookkeeping, not lifecycle state).
+#[derive(Debug, Clone, Copy, Default)]
+struct Steps {
+    prepared: bool,
+    d0: bool,
+    io_init: bool,
+    io_running: bool,
+    removed: bool,
+}
+
+/// The translation of the core's hardware commands into [`KmdfDevice`] callbacks.
+pub(crate) struct Kmdf<K: Kernel> {
+    evt: Arc<dyn KmdfDevice>,
+    steps: K::Monitor<[Steps; DEVICES]>,
+}
+
+impl<K: Kernel> Kmdf<K> {
+    pub(crate) fn new(evt: Arc<dyn KmdfDevice>) -> Self {
+        Kmdf {
+            evt,
+            steps: Monitor::new([Steps::default(); DEVICES]),
+        }
+    }
+
+    /// Read (and change) one device's steps.
+    fn steps<R>(&self, device: DeviceId, f: impl FnOnce(&mut Steps) -> R) -> R {
+        self.steps.with(|s| {
+            let mut spare = Steps::default();
+            f(s.get_mut(usize::from(device.0)).unwrap_or(&mut spare))
+        })
+    }
+
+    /// `Start`: PrepareHardware (unless held) → D0Entry(D3Final) → SelfManagedIoInit (first
+    /// start) or SelfManagedIoRestart (after a rebalance).
+    pub(crate) fn start(&self, device: DeviceId) -> StartResult {
+        let (evt, s) = (&self.evt, self.steps(device, |s| *s));
+        if !s.prepared {
+            if !evt.prepare_hardware(device).is_success() {
+                return StartResult::FailedBeforeResources;
+            }
+            self.steps(device, |s| s.prepared = true);
+        }
+        if !evt
+            .d0_entry(device, WdfPowerDeviceState::D3Final)
+            .is_success()
+        {
+            return StartResult::FailedAfterResources;
+        }
+        self.steps(device, |s| s.d0 = true);
+        let io = if s.io_init {
+            evt.self_managed_io_restart(device)
+        } else {
+            self.steps(device, |s| s.io_init = true);
+            evt.self_managed_io_init(device)
+        };
+        if !io.is_success() {
+            return StartResult::FailedAfterResources;
+        }
+        self.steps(device, |s| s.io_running = true);
+        StartResult::Started
+    }
+
+    /// Leave D0 for `target`: SelfManagedIoSuspend (unless done) → D0Exit (if in D0).
+    fn leave_d0(&self, device: DeviceId, target: WdfPowerDeviceState) {
+        let s = self.steps(device, |s| {
+            let was = *s;
+            (s.io_running, s.d0) = (false, false);
+            was
+        });
+        if s.io_running {
+            self.evt.self_managed_io_suspend(device);
+        }
+        if s.d0 {
+            self.evt.d0_exit(device, target);
+        }
+    }
+
+    /// `Shutdown` (stop or orderly removal, registers still reachable): leave D0 for
+    /// D3Final.
+    pub(crate) fn shutdown(&self, device: DeviceId) {
+        self.leave_d0(device, WdfPowerDeviceState::D3Final);
+    }
+
+    /// `PowerDown`: SelfManagedIoSuspend → D0Exit(D3).
+    pub(crate) fn power_down(&self, device: DeviceId) {
+        self.leave_d0(device, WdfPowerDeviceState::D3);
+    }
+
+    /// `PowerUp`: D0Entry(D3) → SelfManagedIoRestart.
+    pub(crate) fn power_up(&self, device: DeviceId) -> PowerUpResult {
+        let evt = &self.evt;
+        if !evt.d0_entry(device, WdfPowerDeviceState::D3).is_success() {
+            return PowerUpResult::Failed;
+        }
+        self.steps(device, |s| s.d0 = true);
+        let lost = evt.context_lost(device);
+        if !evt.self_managed_io_restart(device).is_success() {
+            return PowerUpResult::Failed;
+        }
+        self.steps(device, |s| s.io_running = true);
+        match lost {
+            true => PowerUpResult::LostState,
+            false => PowerUpResult::Powered,
+        }
+    }
+
+    /// `ReleaseResources` (no register access): SelfManagedIoSuspend if I/O still runs (a
+    /// surprise removal in D0: no `Shutdown` came, so no `D0Exit` either) →
+    /// ReleaseHardware; on a removed device, then Flush → Cleanup.
+    pub(crate) fn release(&self, device: DeviceId) {
+        let s = self.steps(device, |s| {
+            let was = *s;
+            (s.io_running, s.d0) = (false, false);
+            was
+        });
+        if s.io_running {
+            self.evt.self_managed_io_suspend(device);
+        }
+        if s.prepared {
+            self.evt.release_hardware(device);
+        }
+        let finish = self.steps(device, |s| {
+            s.prepared = false;
+            s.removed.then(|| std::mem::take(s))
+        });
+        self.finish(device, finish);
+    }
+
+    /// The core removed the device: Flush → Cleanup once its hardware is released (now, or
+    /// when the `ReleaseResources` still on its way has run). With `wait` (the completion
+    /// of `IRP_MN_REMOVE_DEVICE`, which the core orders behind the teardown), wait for that
+    /// release first, so the IRP completes after Cleanup, as in KMDF.
+    pub(crate) fn removed(&self, device: DeviceId, wait: bool) {
+        let slot = usize::from(device.0);
+        if wait {
+            self.steps
+                .wait_until(|s| s.get(slot).is_none_or(|s| !s.prepared).then_some(()));
+        }
+        let finish = self.steps(device, |s| {
+            s.removed = true;
+            (!s.prepared).then(|| std::mem::take(s))
+        });
+        self.finish(device, finish);
+    }
+
+    fn finish(&self, device: DeviceId, was: Option<Steps>) {
+        if was.is_some_and(|s| s.io_init) {
+            self.evt.self_managed_io_flush(device);
+            self.evt.self_managed_io_cleanup(device);
+        }
+    }
+}

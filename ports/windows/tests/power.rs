@@ -1,0 +1,388 @@
+//! Power in Windows words with real `std` threads: `IRP_MN_SET_POWER` / `IRP_MN_QUERY_POWER`
+//! and the KMDF callback orders for the seven documented sequences (start, power-down,
+//! power-up, rebalance, orderly removal, surprise removal in D0 and in Dx), each asserted
+//! on the recorded callbacks, plus failed `D0Entry`s and accesses in Dx.
+
+use std::sync::{Arc, Mutex};
+
+use pnp_lifecycle::{
+    ClientHandle, ClientKind, Config, DeviceId, Epoch, Event, PhaseKind, PowerDownKind,
+    ResetResult, StartResult, Tick,
+};
+use pnp_lifecycle_testkit::windows_port::kmdf::{KmdfRecorder, Step};
+use pnp_lifecycle_windows::{
+    DevicePowerState as D, Driver, Hal, Irp, ManualClock, MlxInterface, MonotonicClock, NtStatus,
+    PnpMinor, PowerState, SystemPowerState as S, WdfPowerDeviceState, WindowsOs,
+};
+
+const DEV: DeviceId = DeviceId(0);
+const D3: WdfPowerDeviceState = WdfPowerDeviceState::D3;
+const FINAL: WdfPowerDeviceState = WdfPowerDeviceState::D3Final;
+
+struct Hw;
+impl Hal for Hw {
+    fn start(&self, _: DeviceId) -> StartResult {
+        StartResult::Started
+    }
+    fn reset(&self, _: DeviceId) -> ResetResult {
+        ResetResult::Succeeded
+    }
+    fn shutdown(&self, _: DeviceId) {}
+    fn release(&self, _: DeviceId) {}
+    fn client_op(&self, _: DeviceId, _: ClientHandle) {}
+}
+
+struct Rig {
+    driver: Driver,
+    kmdf: Arc<KmdfRecorder>,
+}
+
+fn set(state: PowerState) -> PnpMinor {
+    PnpMinor::SetPower(state)
+}
+
+fn sleep_s3() -> PnpMinor {
+    set(PowerState::System(S::S3))
+}
+
+fn idle_d3() -> PnpMinor {
+    set(PowerState::Device(D::D3))
+}
+
+fn d0() -> PnpMinor {
+    set(PowerState::Device(D::D0))
+}
+
+impl Rig {
+    /// A driver with recording KMDF callbacks and its device added (not started).
+    fn added() -> Rig {
+        let kmdf = Arc::new(KmdfRecorder::new(0));
+        let hal: Arc<dyn Hal> = Arc::new(Hw);
+        let os = WindowsOs::with_kmdf(hal.clone(), kmdf.clone());
+        let clock = Arc::new(MonotonicClock::new());
+        let driver = Driver::with_os(Config::DEFAULT, hal, clock, os);
+        driver.add_device(DEV).unwrap();
+        Rig { driver, kmdf }
+    }
+
+    /// Started, the start's callbacks forgotten.
+    fn started() -> Rig {
+        let rig = Rig::added();
+        assert_eq!(rig.irp(PnpMinor::StartDevice), NtStatus::SUCCESS);
+        rig.kmdf.clear();
+        rig
+    }
+
+    /// Send one IRP (PnP or power), wait for its completion (exactly once).
+    fn irp(&self, minor: PnpMinor) -> NtStatus {
+        let irp: Arc<Irp> = Irp::new(DEV, minor, 0);
+        if minor.is_power() {
+            self.driver.dispatch_power(&irp);
+        } else {
+            self.driver.dispatch_pnp(&irp);
+        }
+        let status = irp.wait();
+        assert_eq!(irp.completions(), 1, "{irp:?}");
+        status
+    }
+
+    fn phase(&self) -> Option<PhaseKind> {
+        self.driver.runtime().inspect(|o| o.machine().phase(DEV))
+    }
+
+    fn steps(&self) -> Vec<Step> {
+        self.kmdf.steps()
+    }
+}
+
+type Events = Arc<Mutex<Vec<Event>>>;
+
+fn client(d: &Driver) -> (MlxInterface, Events) {
+    let events: Events = Arc::default();
+    let e = events.clone();
+    let iface = d
+        .register_client(
+            DEV,
+            ClientKind::Trusted,
+            Arc::new(move |ev| e.lock().unwrap().push(ev)),
+        )
+        .unwrap();
+    (iface, events)
+}
+
+fn wait_for(events: &Events, pred: impl Fn(&[Event]) -> bool) {
+    for _ in 0..10_000 {
+        if pred(&events.lock().unwrap()) {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_micros(100));
+    }
+    panic!("events never arrived: {:?}", events.lock().unwrap());
+}
+
+use Step::*;
+
+#[test]
+fn start_is_prepare_hardware_d0_entry_then_self_managed_io_init() {
+    let rig = Rig::added();
+    assert_eq!(rig.irp(PnpMinor::StartDevice), NtStatus::SUCCESS);
+    assert_eq!(
+        rig.steps(),
+        [PrepareHardware, D0Entry(FINAL), SelfManagedIoInit]
+    );
+}
+
+#[test]
+fn power_down_is_suspend_then_d0_exit_to_d3_for_idle_and_system_sleep() {
+    for (minor, kind) in [
+        (idle_d3(), PowerDownKind::Idle),
+        (sleep_s3(), PowerDownKind::SystemSleep),
+    ] {
+        let rig = Rig::started();
+        let (_iface, events) = client(&rig.driver);
+        assert_eq!(rig.irp(minor), NtStatus::SUCCESS);
+        assert_eq!(rig.steps(), [SelfManagedIoSuspend, D0Exit(D3)], "{minor:?}");
+        assert_eq!(rig.phase(), Some(PhaseKind::LowPower));
+        wait_for(&events, |e| e.contains(&Event::Suspending { kind }));
+    }
+}
+
+#[test]
+fn power_up_is_d0_entry_from_d3_then_self_managed_io_restart() {
+    for (down, up) in [
+        (idle_d3(), d0()),
+        (sleep_s3(), set(PowerState::System(S::S0))),
+    ] {
+        let rig = Rig::started();
+        let (_iface, events) = client(&rig.driver);
+        assert_eq!(rig.irp(down), NtStatus::SUCCESS);
+        rig.kmdf.clear();
+        assert_eq!(rig.irp(up), NtStatus::SUCCESS);
+        assert_eq!(rig.steps(), [D0Entry(D3), SelfManagedIoRestart]);
+        assert_eq!(rig.phase(), Some(PhaseKind::Running));
+        let resumed = Event::Resumed {
+            epoch: Epoch(0),
+            state_lost: false,
+        };
+        wait_for(&events, |e| e.contains(&resumed));
+    }
+}
+
+#[test]
+fn rebalance_is_suspend_d0_exit_release_then_prepare_d0_entry_restart() {
+    let rig = Rig::started();
+    assert_eq!(rig.irp(PnpMinor::QueryStopDevice), NtStatus::SUCCESS);
+    assert_eq!(rig.irp(PnpMinor::StopDevice), NtStatus::SUCCESS);
+    assert_eq!(rig.irp(PnpMinor::StartDevice), NtStatus::SUCCESS);
+    assert_eq!(
+        rig.steps(),
+        [
+            SelfManagedIoSuspend,
+            D0Exit(FINAL),
+            ReleaseHardware,
+            PrepareHardware,
+            D0Entry(FINAL),
+            SelfManagedIoRestart
+        ]
+    );
+}
+
+#[test]
+fn orderly_removal_from_d0_ends_with_flush_and_cleanup_before_the_irp_completes() {
+    let rig = Rig::started();
+    assert_eq!(rig.irp(PnpMinor::QueryRemoveDevice), NtStatus::SUCCESS);
+    assert_eq!(rig.irp(PnpMinor::RemoveDevice), NtStatus::SUCCESS);
+    // Asserted right when the IRP completed: Cleanup ran before it.
+    assert_eq!(
+        rig.steps(),
+        [
+            SelfManagedIoSuspend,
+            D0Exit(FINAL),
+            ReleaseHardware,
+            SelfManagedIoFlush,
+            SelfManagedIoCleanup
+        ]
+    );
+}
+
+#[test]
+fn surprise_removal_in_d0_suspends_touches_no_register_and_releases() {
+    let rig = Rig::started();
+    assert_eq!(rig.irp(PnpMinor::SurpriseRemoval), NtStatus::SUCCESS);
+    assert_eq!(rig.irp(PnpMinor::RemoveDevice), NtStatus::SUCCESS);
+    // No D0Exit: the core commanded no Shutdown (the hardware is gone).
+    assert_eq!(
+        rig.steps(),
+        [
+            SelfManagedIoSuspend,
+            ReleaseHardware,
+            SelfManagedIoFlush,
+            SelfManagedIoCleanup
+        ]
+    );
+}
+
+#[test]
+fn surprise_removal_in_dx_repeats_no_power_down_step() {
+    let rig = Rig::started();
+    assert_eq!(rig.irp(idle_d3()), NtStatus::SUCCESS);
+    assert_eq!(rig.steps(), [SelfManagedIoSuspend, D0Exit(D3)]);
+    rig.kmdf.clear();
+    assert_eq!(rig.irp(PnpMinor::SurpriseRemoval), NtStatus::SUCCESS);
+    assert_eq!(rig.irp(PnpMinor::RemoveDevice), NtStatus::SUCCESS);
+    assert_eq!(
+        rig.steps(),
+        [ReleaseHardware, SelfManagedIoFlush, SelfManagedIoCleanup]
+    );
+}
+
+#[test]
+fn orderly_removal_from_dx_releases_without_powering_up() {
+    let rig = Rig::started();
+    assert_eq!(rig.irp(sleep_s3()), NtStatus::SUCCESS);
+    rig.kmdf.clear();
+    assert_eq!(rig.irp(PnpMinor::QueryRemoveDevice), NtStatus::SUCCESS);
+    assert_eq!(rig.irp(PnpMinor::RemoveDevice), NtStatus::SUCCESS);
+    assert_eq!(
+        rig.steps(),
+        [ReleaseHardware, SelfManagedIoFlush, SelfManagedIoCleanup]
+    );
+}
+
+#[test]
+fn a_failed_d0_entry_on_first_start_fails_the_start_and_removal_releases() {
+    let rig = Rig::added();
+    rig.kmdf.fail_next_d0_entry();
+    assert_eq!(
+        rig.irp(PnpMinor::StartDevice),
+        NtStatus::DEVICE_HARDWARE_ERROR
+    );
+    assert_eq!(rig.irp(PnpMinor::RemoveDevice), NtStatus::SUCCESS);
+    // SelfManagedIoInit never ran, so there is nothing to flush or clean up.
+    assert_eq!(
+        rig.steps(),
+        [PrepareHardware, D0Entry(FINAL), ReleaseHardware]
+    );
+    assert_eq!(rig.phase(), Some(PhaseKind::Absent));
+}
+
+#[test]
+fn a_failed_d0_entry_from_dx_is_a_surprise_removal() {
+    let rig = Rig::started();
+    let (iface, events) = client(&rig.driver);
+    assert_eq!(rig.irp(idle_d3()), NtStatus::SUCCESS);
+    rig.kmdf.clear();
+    rig.kmdf.fail_next_d0_entry();
+    assert_eq!(rig.irp(d0()), NtStatus::DEVICE_HARDWARE_ERROR);
+    assert_eq!(rig.phase(), Some(PhaseKind::SurpriseRemoved));
+    wait_for(&events, |e| e.contains(&Event::Removed { surprise: true }));
+    iface.unregister().unwrap(); // the client lets go, so the remove need not wait
+    assert_eq!(rig.irp(PnpMinor::RemoveDevice), NtStatus::SUCCESS);
+    assert_eq!(
+        rig.steps(),
+        [
+            D0Entry(D3),
+            ReleaseHardware,
+            SelfManagedIoFlush,
+            SelfManagedIoCleanup
+        ]
+    );
+}
+
+#[test]
+fn a_power_up_that_lost_context_tells_clients_a_new_epoch() {
+    let rig = Rig::started();
+    let (iface, events) = client(&rig.driver);
+    assert_eq!(rig.irp(idle_d3()), NtStatus::SUCCESS);
+    rig.kmdf.lose_context();
+    assert_eq!(rig.irp(d0()), NtStatus::SUCCESS);
+    let resumed = Event::Resumed {
+        epoch: Epoch(1),
+        state_lost: true,
+    };
+    wait_for(&events, |e| e.contains(&resumed));
+    assert_eq!(iface.hardware_op(), Err(NtStatus::REVISION_MISMATCH));
+    assert_eq!(iface.acquire().unwrap().hardware_op(), Ok(()));
+}
+
+#[test]
+fn query_power_answers_from_the_core_and_changes_nothing() {
+    let rig = Rig::started();
+    for state in [PowerState::System(S::S4), PowerState::Device(D::D2)] {
+        assert_eq!(rig.irp(PnpMinor::QueryPower(state)), NtStatus::SUCCESS);
+    }
+    assert_eq!(rig.phase(), Some(PhaseKind::Running));
+    assert_eq!(rig.steps(), []);
+    // Query stop succeeded: the table refuses a power-down there.
+    assert_eq!(rig.irp(PnpMinor::QueryStopDevice), NtStatus::SUCCESS);
+    let query = PnpMinor::QueryPower(PowerState::System(S::S3));
+    assert_eq!(rig.irp(query), NtStatus::INVALID_DEVICE_STATE);
+    assert_eq!(rig.irp(sleep_s3()), NtStatus::INVALID_DEVICE_STATE);
+    assert_eq!(rig.phase(), Some(PhaseKind::StopPending));
+}
+
+#[test]
+fn power_irps_go_to_the_power_dispatch_only() {
+    let rig = Rig::started();
+    let irp: Arc<Irp> = Irp::new(DEV, sleep_s3(), 0);
+    assert_eq!(
+        rig.driver.dispatch_pnp(&irp),
+        NtStatus::INVALID_DEVICE_REQUEST
+    );
+    let irp: Arc<Irp> = Irp::new(DEV, PnpMinor::StopDevice, 0);
+    assert_eq!(
+        rig.driver.dispatch_power(&irp),
+        NtStatus::INVALID_DEVICE_REQUEST
+    );
+    assert_eq!(irp.completions(), 1);
+    assert_eq!(rig.phase(), Some(PhaseKind::Running));
+}
+
+#[test]
+fn an_access_in_idle_dx_powers_the_device_up_and_in_system_sleep_is_refused() {
+    let rig = Rig::started();
+    let (iface, _) = client(&rig.driver);
+    assert_eq!(rig.irp(idle_d3()), NtStatus::SUCCESS);
+    rig.kmdf.clear();
+    assert_eq!(iface.hardware_op(), Ok(()));
+    assert_eq!(rig.steps(), [D0Entry(D3), SelfManagedIoRestart]);
+    assert_eq!(rig.phase(), Some(PhaseKind::Running));
+    assert_eq!(rig.irp(sleep_s3()), NtStatus::SUCCESS);
+    assert_eq!(iface.hardware_op(), Err(NtStatus::DEVICE_POWERED_OFF));
+}
+
+#[test]
+fn an_access_waiting_for_a_power_up_times_out() {
+    // A power-up that never reports: the access gives up at its deadline.
+    struct Stuck(Arc<KmdfRecorder>, Arc<std::sync::Barrier>);
+    impl pnp_lifecycle_windows::KmdfDevice for Stuck {
+        fn d0_entry(&self, device: DeviceId, previous: WdfPowerDeviceState) -> NtStatus {
+            if previous == D3 {
+                self.1.wait(); // held until the test let the access time out
+            }
+            self.0.d0_entry(device, previous)
+        }
+    }
+    let gate = Arc::new(std::sync::Barrier::new(2));
+    let hal: Arc<dyn Hal> = Arc::new(Hw);
+    let evt = Arc::new(Stuck(Arc::new(KmdfRecorder::new(0)), gate.clone()));
+    let clock = Arc::new(ManualClock::new(Tick(0)));
+    let os = WindowsOs::with_kmdf(hal.clone(), evt);
+    let driver = Driver::with_os(Config::DEFAULT, hal, clock.clone(), os);
+    driver.add_device(DEV).unwrap();
+    let start: Arc<Irp> = Irp::new(DEV, PnpMinor::StartDevice, 0);
+    driver.dispatch_pnp(&start);
+    assert_eq!(start.wait(), NtStatus::SUCCESS);
+    let (iface, _) = client(&driver);
+    let down: Arc<Irp> = Irp::new(DEV, idle_d3(), 1);
+    driver.dispatch_power(&down);
+    assert_eq!(down.wait(), NtStatus::SUCCESS);
+    let access = std::thread::spawn(move || iface.hardware_op());
+    while driver.runtime().inspect(|o| o.machine().phase(DEV)) != Some(PhaseKind::PoweringUp) {
+        std::thread::yield_now();
+    }
+    clock.set(Tick(Config::DEFAULT.operation_timeout));
+    let _ = driver.timeout(); // the timer DPC: the waiting access sees the time
+    assert_eq!(access.join().unwrap(), Err(NtStatus::IO_TIMEOUT));
+    gate.wait();
+}
