@@ -1334,6 +1334,9 @@ impl<const C: usize, const P: usize> Device<C, P> {
     }
 
     /// A voter answers `RESET`: `needs_reset` for `ResetExecute`, not for `CanRecover`.
+    /// Inlined (with `callback_done` and `acquire`) into `dispatch`, so into
+    /// `Lifecycle::handle`: these are the inputs a reset cycle is made of, N each.
+    #[inline(always)]
     fn answer_reset<const Q: usize>(
         &mut self,
         cx: &mut Ctx<'_, Q>,
@@ -1515,6 +1518,8 @@ impl<const C: usize, const P: usize> Device<C, P> {
         Ok(Unregistered::Now)
     }
 
+    /// Inlined: see `answer_reset`.
+    #[inline(always)]
     fn callback_done<const Q: usize>(
         &mut self,
         cx: &mut Ctx<'_, Q>,
@@ -1535,7 +1540,8 @@ impl<const C: usize, const P: usize> Device<C, P> {
             if !slot.in_flight() {
                 self.free_slot(cx, index);
             }
-        } else {
+        } else if !slot.mailbox.is_empty() {
+            // Nothing waiting (the usual case) needs no delivery.
             self.deliver_next(cx, index);
         }
         self.progress(cx);
@@ -1563,6 +1569,8 @@ impl<const C: usize, const P: usize> Device<C, P> {
         Ok(())
     }
 
+    /// Inlined: see `answer_reset`.
+    #[inline(always)]
     fn acquire(&mut self, client: ClientHandle) -> Result<Epoch, Error> {
         let index = self.registry.active(client)?;
         if let Some(ClientState::Active { fresh, .. }) =
