@@ -9,11 +9,14 @@ use std::sync::Arc;
 use pnp_lifecycle::{ClientKind, Event, ResetResult};
 use pnp_lifecycle_runtime::{Kernel, Monitor, ShuttleKernel};
 use pnp_lifecycle_testkit::observed::Obs;
+use pnp_lifecycle_testkit::windows_port::kmdf::KmdfRecorder;
 use pnp_lifecycle_testkit::windows_port::planted::{
-    DeferredCallbacks, EarlyResetDone, LyingKernel,
+    DeferredCallbacks, EarlyPowerUpDone, EarlyResetDone, LyingKernel,
 };
 use pnp_lifecycle_testkit::windows_port::{iterations, RecordedOs, World, DEV};
-use pnp_lifecycle_windows::{MlxInterface, NtStatus, WindowsVocabulary};
+use pnp_lifecycle_windows::{
+    DevicePowerState, MlxInterface, NtStatus, PnpMinor, PowerState, WindowsVocabulary,
+};
 use shuttle::thread;
 
 /// Run `scenario` under shuttle's random scheduler; the failure message if it found one.
@@ -187,6 +190,43 @@ fn planted_early_reset_done_is_caught() {
     );
 }
 
+/// A client's operations while the device idles to D3: the first access wakes it.
+fn operations_across_idle<K: Kernel, O: WindowsVocabulary<K>>(w: Arc<World<K, O>>) {
+    let c = w.register().expect("register");
+    let io = c.iface.clone();
+    let wc = Arc::clone(&w);
+    let events = thread::spawn(move || wc.run_client(c, false));
+    let d3 = PnpMinor::SetPower(PowerState::Device(DevicePowerState::D3));
+    assert_eq!(w.pnp(d3), NtStatus::SUCCESS);
+    for _ in 0..2 {
+        let _ = io.hardware_op();
+    }
+    settle();
+    w.unload();
+    events.join().expect("client thread");
+    w.finish();
+}
+
+/// A powered world (recording KMDF callbacks) whose vocabulary `wrap` plants a fault.
+fn powered<O: WindowsVocabulary<ShuttleKernel>>(
+    wrap: impl FnOnce(RecordedOs<ShuttleKernel>) -> O,
+) -> Arc<World<ShuttleKernel, O>> {
+    World::build(
+        ResetResult::Succeeded,
+        Some(Arc::new(KmdfRecorder::new(2))),
+        wrap,
+    )
+}
+
+#[test]
+fn planted_early_power_up_done_is_caught() {
+    caught(
+        "early PowerUpDone (the power-up reported done before D0Entry ran)",
+        || operations_across_idle(powered(EarlyPowerUpDone::new)),
+        &["I14"],
+    );
+}
+
 #[test]
 fn control_runs_on_the_real_port_are_clean() {
     let clean = |s: fn(Arc<World>)| failure(move || s(World::new()));
@@ -199,4 +239,10 @@ fn control_runs_on_the_real_port_are_clean() {
         assert_eq!(clean(scenario), None, "control {name}");
         println!("control {name}: clean over {} schedules", iterations(2000));
     }
+    let idle = failure(|| operations_across_idle(powered(|os| os)));
+    assert_eq!(idle, None, "control operations across idle");
+    println!(
+        "control operations across idle: clean over {} schedules",
+        iterations(2000)
+    );
 }

@@ -7,16 +7,24 @@
 //!
 //! `WINDOWS_SHUTTLE_ITERS` sets the schedules per scheduler per scenario (default 300).
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use pnp_lifecycle_testkit::windows_port::kmdf::{check_order, Step};
 use pnp_lifecycle_testkit::windows_port::{both_schedulers, iterations, World};
-use pnp_lifecycle_windows::{DevicePowerState as D, PnpMinor, PowerState, SystemPowerState as S};
+use pnp_lifecycle_windows::{
+    DevicePowerState as D, PnpMinor, PowerState, SystemPowerState as S, WdfPowerDeviceState,
+};
 use shuttle::thread::{self, JoinHandle};
 
-fn run(name: &str, scenario: fn()) {
+/// Per scenario: schedules whose device reached Dx (`D0Exit(D3)` ran).
+static REACHED_DX: [AtomicUsize; 4] = [const { AtomicUsize::new(0) }; 4];
+
+fn run(name: &str, which: usize, scenario: fn()) {
     let n = both_schedulers(scenario, iterations(300));
-    println!("{name}: {n} schedules (random + PCT)");
+    let dx = REACHED_DX[which].load(Ordering::SeqCst);
+    println!("{name}: {n} schedules (random + PCT), {dx} reached Dx");
+    assert!(dx > 0, "{name}: no schedule reached Dx");
 }
 
 fn set(state: PowerState) -> PnpMinor {
@@ -44,11 +52,14 @@ fn join(handles: Vec<JoinHandle<()>>) {
 }
 
 /// The oracle, the KMDF order, and (once the device is gone) Flush → Cleanup last.
-fn verdict(w: &World, removed: bool) {
+fn verdict(w: &World, which: usize, removed: bool) {
     w.finish();
     let steps = w.kmdf.as_ref().expect("a powered world").steps();
     if let Err(e) = check_order(&steps) {
         panic!("{e}");
+    }
+    if steps.contains(&Step::D0Exit(WdfPowerDeviceState::D3)) {
+        REACHED_DX[which].fetch_add(1, Ordering::SeqCst);
     }
     if removed {
         assert!(
@@ -62,7 +73,7 @@ fn verdict(w: &World, removed: bool) {
 /// client's hardware operation.
 #[test]
 fn shuttle_power_down_racing_reset_request() {
-    run("power-down racing a reset request", || {
+    run("power-down racing a reset request", 0, || {
         let w = World::powered();
         let mut hs = spawn_client(&w, true);
         hs.extend(spawn_client(&w, false));
@@ -74,14 +85,14 @@ fn shuttle_power_down_racing_reset_request() {
         power.join().expect("power thread");
         w.unload();
         join(hs);
-        verdict(&w, true);
+        verdict(&w, 0, true);
     });
 }
 
 /// A system sleep (S3) racing a surprise removal, then remove and unload.
 #[test]
 fn shuttle_power_down_racing_surprise_removal() {
-    run("power-down racing surprise removal", || {
+    run("power-down racing surprise removal", 1, || {
         let w = World::powered();
         let mut hs = spawn_client(&w, false);
         let p = Arc::clone(&w);
@@ -95,14 +106,14 @@ fn shuttle_power_down_racing_surprise_removal() {
         }));
         join(hs);
         w.unload();
-        verdict(&w, true);
+        verdict(&w, 1, true);
     });
 }
 
 /// An idle power-down and back racing query remove and remove.
 #[test]
 fn shuttle_power_down_racing_remove() {
-    run("power-down racing remove", || {
+    run("power-down racing remove", 2, || {
         let w = World::powered();
         let mut hs = spawn_client(&w, false);
         let p = Arc::clone(&w);
@@ -117,14 +128,14 @@ fn shuttle_power_down_racing_remove() {
         }));
         join(hs);
         w.unload();
-        verdict(&w, true);
+        verdict(&w, 2, true);
     });
 }
 
 /// A system sleep racing driver unload (which removes the device whatever its power).
 #[test]
 fn shuttle_power_down_racing_unload() {
-    run("power-down racing unload", || {
+    run("power-down racing unload", 3, || {
         let w = World::powered();
         let mut hs = spawn_client(&w, true);
         let p = Arc::clone(&w);
@@ -134,6 +145,6 @@ fn shuttle_power_down_racing_unload() {
         let u = Arc::clone(&w);
         hs.push(thread::spawn(move || u.unload()));
         join(hs);
-        verdict(&w, true);
+        verdict(&w, 3, true);
     });
 }

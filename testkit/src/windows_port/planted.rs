@@ -133,3 +133,53 @@ impl<O: Os> Os for EarlyResetDone<O> {
         self.0.news(news);
     }
 }
+
+/// A vocabulary whose power-up runs on a worker of its own while `PowerUpDone { Powered }`
+/// is reported at once (a `D0Entry` queued to a work item, wired wrongly): clients are told
+/// `Resumed` and granted operations while the device is still in Dx (I14).
+pub struct EarlyPowerUpDone<O>(Arc<O>);
+
+impl<O> EarlyPowerUpDone<O> {
+    /// Report `inner`'s power-ups done early.
+    pub fn new(inner: O) -> Self {
+        EarlyPowerUpDone(Arc::new(inner))
+    }
+}
+
+impl<O: Os> Os for EarlyPowerUpDone<O> {
+    type Callback = O::Callback;
+    type Request = O::Request;
+    type Job = O::Job;
+
+    fn call(&self, callback: &O::Callback, client: ClientHandle, event: Event) -> Option<Input> {
+        self.0.call(callback, client, event)
+    }
+
+    fn hardware(&self, device: DeviceId, command: HardwareCommand) -> Option<Input> {
+        if command != HardwareCommand::PowerUp {
+            return self.0.hardware(device, command);
+        }
+        let inner = Arc::clone(&self.0);
+        shuttle::thread::spawn(move || {
+            later();
+            inner.hardware(device, command);
+        });
+        // PLANTED: the power-up is reported done before it ran
+        Some(Input::PowerUpDone {
+            device,
+            result: pnp_lifecycle::PowerUpResult::Powered,
+        })
+    }
+
+    fn complete(&self, request: O::Request, completion: Completion) {
+        self.0.complete(request, completion);
+    }
+
+    fn job(&self, job: O::Job) -> Option<Input> {
+        self.0.job(job)
+    }
+
+    fn news(&self, news: News) {
+        self.0.news(news);
+    }
+}
