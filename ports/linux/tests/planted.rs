@@ -10,7 +10,9 @@ use pnp_lifecycle_linux::{
     RemoveCause,
 };
 use pnp_lifecycle_runtime::{Kernel, ManualClock, ShuttleKernel};
-use pnp_lifecycle_testkit::linux_port::planted::{FatalAfterRemove, LyingKernel, VoteFirst};
+use pnp_lifecycle_testkit::linux_port::planted::{
+    FatalAfterRemove, LyingKernel, ResumeWithoutPowerUp, VoteFirst,
+};
 use pnp_lifecycle_testkit::linux_port::race::run_with;
 use pnp_lifecycle_testkit::linux_port::{
     explore, iterations, timer, Recorder, RecordingHardware, CONFIG, DEV, IB,
@@ -203,4 +205,50 @@ fn planted_lying_kernel_is_caught_by_shuttle_as_a_deadlock() {
         "planted lying_kernel: caught (shuttle: {})",
         msg.lines().next().unwrap_or("")
     );
+}
+
+/// Runtime suspend, a verb that wakes the device, system suspend and resume, a verb, over
+/// `os`; the oracle's verdict (I14 among the rest).
+fn power_scenario<O: LinuxPort>(os: O, log: &Log) -> Result<(), String> {
+    use pnp_lifecycle_linux::PmOp;
+    let clock = Arc::new(ManualClock::new(Tick(0)));
+    let d = Driver::<pnp_lifecycle_linux::StdKernel, O>::on(CONFIG, os, clock, Dispatch::Inline);
+    d.probe(DEV, &[IB]).map_err(|e| e.to_string())?;
+    let rec = Recorder::new(0, PciErsResult::NeedReset, log);
+    let id = d
+        .register_client(rec, ClientKind::Trusted)
+        .map_err(|e| e.to_string())?;
+    let verb = || {
+        d.begin_hw_op(id, DEV).map_err(|e| e.to_string())?;
+        log.push(Obs::OperationBegin {
+            client: 0,
+            device: DEV,
+        });
+        log.push(Obs::OperationEnd {
+            client: 0,
+            device: DEV,
+        });
+        d.end_hw_op(id, DEV).map_err(|e| e.to_string())
+    };
+    d.pm(DEV, PmOp::RuntimeSuspend).map_err(|e| e.to_string())?;
+    verb()?;
+    d.pm(DEV, PmOp::Suspend).map_err(|e| e.to_string())?;
+    d.pm(DEV, PmOp::Resume).map_err(|e| e.to_string())?;
+    verb()?;
+    d.unload().map_err(|e| e.to_string())?;
+    log.push(Obs::UnloadReturned);
+    check(&log.snapshot(), true)
+}
+
+#[test]
+fn planted_resume_without_power_up_is_caught_by_the_oracle_as_i14() {
+    let log = Log::new();
+    let clean = power_scenario(LinuxOs::new(RecordingHardware::new(&log)), &log);
+    assert_eq!(clean, Ok(()), "control run");
+    let log = Log::new();
+    let inner = LinuxOs::new(RecordingHardware::new(&log));
+    let finding = power_scenario(ResumeWithoutPowerUp { inner }, &log);
+    let finding = finding.expect_err("the planted fault went unnoticed");
+    assert!(finding.starts_with("I14"), "{finding}");
+    println!("planted resume_without_power_up: caught (oracle): {finding}");
 }

@@ -149,3 +149,47 @@ impl Kernel for LyingKernel {
         ShuttleKernel::join(thread)
     }
 }
+
+/// Fault: the port's `dev_pm_ops` resume is the old stub ("the hardware kept its power"):
+/// it reports the power-up done without calling [`pnp_lifecycle_linux::Hardware::power_up`],
+/// so clients are told `resumed` and their verbs run against hardware still in D3.
+pub struct ResumeWithoutPowerUp {
+    /// The real port.
+    pub inner: LinuxOs,
+}
+
+impl Os for ResumeWithoutPowerUp {
+    type Callback = Arc<dyn IbClient>;
+    type Request = Pending;
+    type Job = Job;
+    fn call(&self, cb: &Arc<dyn IbClient>, client: ClientHandle, event: Event) -> Option<Input> {
+        self.inner.call(cb, client, event)
+    }
+    fn hardware(&self, device: DeviceId, command: HardwareCommand) -> Option<Input> {
+        match command {
+            HardwareCommand::PowerUp => Some(Input::PowerUpDone {
+                device,
+                result: pnp_lifecycle::PowerUpResult::Powered,
+            }),
+            _ => self.inner.hardware(device, command),
+        }
+    }
+    fn complete(&self, request: Pending, completion: Completion) {
+        self.inner.complete(request, completion)
+    }
+    fn job(&self, job: Job) -> Option<Input> {
+        self.inner.job(job)
+    }
+    fn job_client(job: &Job) -> Option<ClientHandle> {
+        <LinuxOs as Os>::job_client(job)
+    }
+    fn news(&self, news: News) {
+        self.inner.news(news)
+    }
+}
+
+impl LinuxPort for ResumeWithoutPowerUp {
+    fn linux(&self) -> &LinuxOs {
+        &self.inner
+    }
+}
