@@ -69,6 +69,8 @@ type Locks = [RemoveLockState; DEVICES];
 pub struct Driver<K: Kernel = StdKernel, O: WindowsVocabulary<K> = WindowsOs<K>> {
     runtime: Arc<WinRuntime<O, K>>,
     locks: Arc<K::Monitor<Locks>>,
+    /// Deadlines of accesses waiting for a power-up (the timer DPC is due at the first).
+    power_waits: Arc<K::Monitor<Vec<Tick>>>,
     hal: Arc<dyn Hal>,
 }
 
@@ -77,6 +79,7 @@ impl<K: Kernel, O: WindowsVocabulary<K>> Clone for Driver<K, O> {
         Driver {
             runtime: Arc::clone(&self.runtime),
             locks: Arc::clone(&self.locks),
+            power_waits: Arc::clone(&self.power_waits),
             hal: Arc::clone(&self.hal),
         }
     }
@@ -102,6 +105,7 @@ impl<K: Kernel, O: WindowsVocabulary<K>> Driver<K, O> {
         Driver {
             runtime: WinRuntime::new(config, os, clock, Dispatch::Thread),
             locks: Arc::new(Monitor::new([RemoveLockState::new(); DEVICES])),
+            power_waits: Arc::new(Monitor::new(Vec::new())),
             hal,
         }
     }
@@ -286,9 +290,11 @@ impl<K: Kernel, O: WindowsVocabulary<K>> Driver<K, O> {
         self.runtime.timeout().map_err(Into::into)
     }
 
-    /// When [`Self::timeout`] is next due, in the clock's time.
+    /// When [`Self::timeout`] is next due, in the clock's time (the core's deadlines, the
+    /// runtime's fences, and accesses waiting for a power-up).
     pub fn poll_timeout(&self) -> Option<Tick> {
-        self.runtime.poll_timeout()
+        let waits = self.power_waits.with(|w| w.iter().min().copied());
+        self.runtime.poll_timeout().into_iter().chain(waits).min()
     }
 
     /// `DriverUnload`: blocks until the core let unload finish, every work item was carried
@@ -427,7 +433,8 @@ impl<K: Kernel, O: WindowsVocabulary<K>> MlxInterface<K, O> {
 
     /// Wait until the device left its power transition or low-power state, or `deadline`.
     fn wait_for_power_up(&self, deadline: Tick) -> Result<(), NtStatus> {
-        let device = self.handle.device;
+        let (device, waits) = (self.handle.device, &self.driver.power_waits);
+        waits.with(|w| w.push(deadline));
         let powering = [
             PhaseKind::PoweringDown,
             PhaseKind::LowPower,
@@ -439,6 +446,11 @@ impl<K: Kernel, O: WindowsVocabulary<K>> MlxInterface<K, O> {
                 return Some(Err(NtStatus::IO_TIMEOUT));
             }
             (!phase.is_some_and(|p| powering.contains(&p))).then_some(Ok(()))
+        });
+        waits.with(|w| {
+            if let Some(pos) = w.iter().position(|t| *t == deadline) {
+                w.swap_remove(pos);
+            }
         });
         waited.map_err(|_| NtStatus::POSSIBLE_DEADLOCK)?
     }

@@ -11,7 +11,7 @@ use pnp_lifecycle_runtime::{Kernel, Monitor, ShuttleKernel};
 use pnp_lifecycle_testkit::observed::Obs;
 use pnp_lifecycle_testkit::windows_port::kmdf::KmdfRecorder;
 use pnp_lifecycle_testkit::windows_port::planted::{
-    DeferredCallbacks, EarlyPowerUpDone, EarlyResetDone, LyingKernel,
+    DeferredCallbacks, EarlyResetDone, LyingKernel, PowerUpNotCarriedOut,
 };
 use pnp_lifecycle_testkit::windows_port::{iterations, RecordedOs, World, DEV};
 use pnp_lifecycle_windows::{
@@ -219,10 +219,10 @@ fn powered<O: WindowsVocabulary<ShuttleKernel>>(
 }
 
 #[test]
-fn planted_early_power_up_done_is_caught() {
+fn planted_power_up_not_carried_out_is_caught() {
     caught(
-        "early PowerUpDone (the power-up reported done before D0Entry ran)",
-        || operations_across_idle(powered(EarlyPowerUpDone::new)),
+        "power-up not carried out (PowerUpDone without D0Entry: the old stub)",
+        || operations_across_idle(powered(PowerUpNotCarriedOut::new)),
         &["I14"],
     );
 }

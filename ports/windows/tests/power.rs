@@ -381,7 +381,19 @@ fn an_access_waiting_for_a_power_up_times_out() {
     while driver.runtime().inspect(|o| o.machine().phase(DEV)) != Some(PhaseKind::PoweringUp) {
         std::thread::yield_now();
     }
-    clock.set(Tick(Config::DEFAULT.operation_timeout));
+    let due = Tick(Config::DEFAULT.operation_timeout);
+    for _ in 0..1_000_000 {
+        if driver.poll_timeout() == Some(due) {
+            break; // the access registered its deadline with the timer
+        }
+        std::thread::yield_now();
+    }
+    assert_eq!(
+        driver.poll_timeout(),
+        Some(due),
+        "the timer DPC is due then"
+    );
+    clock.set(due);
     let _ = driver.timeout(); // the timer DPC: the waiting access sees the time
     assert_eq!(access.join().unwrap(), Err(NtStatus::IO_TIMEOUT));
     gate.wait();

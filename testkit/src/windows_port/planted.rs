@@ -134,19 +134,19 @@ impl<O: Os> Os for EarlyResetDone<O> {
     }
 }
 
-/// A vocabulary whose power-up runs on a worker of its own while `PowerUpDone { Powered }`
-/// is reported at once (a `D0Entry` queued to a work item, wired wrongly): clients are told
-/// `Resumed` and granted operations while the device is still in Dx (I14).
-pub struct EarlyPowerUpDone<O>(Arc<O>);
+/// A vocabulary that answers the power-up without carrying it out (the old "kept its
+/// power" stub left in place: `D0Entry` is never called): clients are told `Resumed` and
+/// granted operations while the device is still in D3 (I14).
+pub struct PowerUpNotCarriedOut<O>(O);
 
-impl<O> EarlyPowerUpDone<O> {
-    /// Report `inner`'s power-ups done early.
+impl<O> PowerUpNotCarriedOut<O> {
+    /// Answer `inner`'s power-ups without carrying them out.
     pub fn new(inner: O) -> Self {
-        EarlyPowerUpDone(Arc::new(inner))
+        PowerUpNotCarriedOut(inner)
     }
 }
 
-impl<O: Os> Os for EarlyPowerUpDone<O> {
+impl<O: Os> Os for PowerUpNotCarriedOut<O> {
     type Callback = O::Callback;
     type Request = O::Request;
     type Job = O::Job;
@@ -159,12 +159,7 @@ impl<O: Os> Os for EarlyPowerUpDone<O> {
         if command != HardwareCommand::PowerUp {
             return self.0.hardware(device, command);
         }
-        let inner = Arc::clone(&self.0);
-        shuttle::thread::spawn(move || {
-            later();
-            inner.hardware(device, command);
-        });
-        // PLANTED: the power-up is reported done before it ran
+        // PLANTED: the power-up is reported done, and never carried out
         Some(Input::PowerUpDone {
             device,
             result: pnp_lifecycle::PowerUpResult::Powered,
