@@ -5,7 +5,8 @@
 //! cooperative state machines over one driver, with no threads. Each schedule byte picks
 //! the next actor; the first byte picks which optional actors take part (bit 0: PCI
 //! remove, bit 1: perm failure first, bit 2: unregister, bit 3: subnet manager, bit 4: a
-//! trusted client's missed deadline fails the device). The timer jumps to the next
+//! trusted client's missed deadline fails the device, bit 5: the PM core suspends and
+//! resumes the device — system sleep, or runtime PM with bit 6 — with `dev_pm_ops`). The timer jumps to the next
 //! deadline only once no work is ready (a held callback may still be running), so clients
 //! mostly get their events before their deadlines and deadlines still pass with a
 //! callback in flight. Afterwards every actor must have finished, the runtime saw no
@@ -16,7 +17,7 @@ use std::sync::Arc;
 
 use pnp_lifecycle::{ClientKind, Config, LinkState, PhysPort, Tick, TrustedTimeoutPolicy};
 use pnp_lifecycle_linux::{
-    ClientId, Dispatch, Driver, LinuxOs, LinuxPort, PciChannelState, PciErsResult, Pending,
+    ClientId, Dispatch, Driver, LinuxOs, LinuxPort, PciChannelState, PciErsResult, Pending, PmOp,
 };
 use pnp_lifecycle_runtime::{
     Completion, ContextId, Done, Kernel, ManualClock, Os, StdMonitor, Work,
@@ -102,6 +103,7 @@ enum Actor {
     Unregister,
     SubnetManager,
     Unload,
+    Pm,
 }
 
 /// A work item the dispatcher took (and maybe carried out), handed back later.
@@ -125,6 +127,10 @@ struct World<O: LinuxPort> {
     unreg: u8,
     sm: u8,
     unload: u8,
+    /// The PM core: its ops (power-down, power-up), the step, the request in flight.
+    pm_ops: [PmOp; 2],
+    pm: u8,
+    pm_request: Option<Pending>,
 }
 
 impl<O: LinuxPort> World<O> {
@@ -234,6 +240,32 @@ impl<O: LinuxPort> World<O> {
                 };
                 self.unreg == 2
             }
+            Actor::Pm => {
+                // Requests 2 (power-down) and 3 (power-up): sent, each completed once.
+                let id = 2 + u32::from(self.pm / 2);
+                match (self.pm, self.pm_request.as_ref().map(Pending::completion)) {
+                    (0 | 2, _) => {
+                        self.log.push(Obs::RequestSent { id });
+                        let op = self.pm_ops[usize::from(self.pm / 2)];
+                        let sent = d.begin_pm(DEV, op);
+                        let success = sent.is_ok();
+                        self.pm_request = sent.ok();
+                        if !success {
+                            self.log.push(Obs::RequestCompleted { id, success });
+                            self.pm += 1;
+                        }
+                        self.pm += 1;
+                    }
+                    (_, Some(Some(c))) => {
+                        let success = matches!(c, Completion::Done(_));
+                        self.log.push(Obs::RequestCompleted { id, success });
+                        self.pm_request = None;
+                        self.pm += 1;
+                    }
+                    _ => {}
+                }
+                self.pm == 4
+            }
             Actor::SubnetManager => {
                 if self.sm == 0 {
                     let _ = d.set_port_state(DEV, PhysPort(0), LinkState::Active);
@@ -252,6 +284,13 @@ impl<O: LinuxPort> World<O> {
                         // happened is recorded before unload returns, where it belongs.
                         if self.pci == 2 && self.record_remove_completion() {
                             self.pci = 3;
+                        }
+                        if let Some(Some(c)) = self.pm_request.as_ref().map(Pending::completion) {
+                            let id = 2 + u32::from(self.pm / 2);
+                            let success = matches!(c, Completion::Done(_));
+                            self.log.push(Obs::RequestCompleted { id, success });
+                            self.pm_request = None;
+                            self.pm += 1;
                         }
                         self.log.push(Obs::UnloadReturned);
                         2
@@ -307,6 +346,7 @@ pub fn run_with<O: LinuxPort>(
         (1, Actor::Pci),
         (4, Actor::Unregister),
         (8, Actor::SubnetManager),
+        (0x20, Actor::Pm),
     ] {
         if flags & bit != 0 {
             actors.push(actor);
@@ -327,6 +367,12 @@ pub fn run_with<O: LinuxPort>(
         unreg: 0,
         sm: 0,
         unload: 0,
+        pm_ops: match flags & 0x40 {
+            0 => [PmOp::Suspend, PmOp::Resume],
+            _ => [PmOp::RuntimeSuspend, PmOp::RuntimeResume],
+        },
+        pm: 0,
+        pm_request: None,
     };
     let mut done = vec![false; actors.len()];
     let service = |a: Actor| matches!(a, Actor::Dispatcher | Actor::Timer);
