@@ -3,7 +3,7 @@
 //! PCI remove, `ib_unregister_client` and module unload. Each asserts the common oracle
 //! (I1-I14: no hardware command but the power-up or release in Dx, no verb in Dx, every
 //! `suspending` ended) and that every actor finished with an errno of its contract.
-//! Schedules per scheduler: `PNP_LINUX_SHUTTLE_ITERS` (default 1000).
+//! Schedules per scheduler: `PNP_LINUX_SHUTTLE_ITERS` (default 3000).
 
 use std::sync::Arc;
 
@@ -19,7 +19,7 @@ use shuttle::thread;
 type D = Arc<Driver<ShuttleKernel>>;
 
 fn iters() -> usize {
-    iterations(1000)
+    iterations(3000)
 }
 
 fn finish(log: &Log) -> Vec<Obs> {
