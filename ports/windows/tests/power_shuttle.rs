@@ -5,7 +5,7 @@
 //! recorded KMDF callbacks in an order KMDF allows (`kmdf::check_order`), ending with
 //! Flush → Cleanup once the device is gone.
 //!
-//! `WINDOWS_SHUTTLE_ITERS` sets the schedules per scheduler per scenario (default 300).
+//! `WINDOWS_SHUTTLE_ITERS` sets the schedules per scheduler per scenario (default 2000).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -21,7 +21,7 @@ use shuttle::thread::{self, JoinHandle};
 static REACHED_DX: [AtomicUsize; 4] = [const { AtomicUsize::new(0) }; 4];
 
 fn run(name: &str, which: usize, scenario: fn()) {
-    let n = both_schedulers(scenario, iterations(300));
+    let n = both_schedulers(scenario, iterations(2000));
     let dx = REACHED_DX[which].load(Ordering::SeqCst);
     println!("{name}: {n} schedules (random + PCT), {dx} reached Dx");
     assert!(dx > 0, "{name}: no schedule reached Dx");
