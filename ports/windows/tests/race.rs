@@ -19,6 +19,7 @@ fn empty_and_fixed_schedules_pass() {
 fn pseudo_random_schedules_pass_and_differ() {
     let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
     let (mut resets, mut ops, mut refused, mut logs) = (0, 0, 0, Vec::new());
+    let mut powered_down = 0;
     for i in 0..3000 {
         let len = (i % 97) + 1;
         let schedule: Vec<u8> = (0..len)
@@ -44,6 +45,15 @@ fn pseudo_random_schedules_pass_and_differ() {
             )
         }));
         ops += usize::from(has(&|o| matches!(o, Obs::OperationBegin { .. })));
+        powered_down += usize::from(has(&|o| {
+            matches!(
+                o,
+                Obs::Hardware {
+                    command: HardwareCommand::PowerDown,
+                    ..
+                }
+            )
+        }));
         refused += usize::from(has(&|o| {
             matches!(o, Obs::RequestCompleted { success: false, .. })
         }));
@@ -52,10 +62,10 @@ fn pseudo_random_schedules_pass_and_differ() {
         }
     }
     println!(
-        "race harness: 3000 schedules, {} distinct runs, {resets} with a hardware reset, {ops} with an operation, {refused} with a refused IRP",
+        "race harness: 3000 schedules, {} distinct runs, {resets} with a hardware reset, {ops} with an operation, {refused} with a refused IRP, {powered_down} with a power-down",
         logs.len()
     );
-    assert!(resets > 0 && ops > 0 && refused > 0 && logs.len() > 100);
+    assert!(resets > 0 && ops > 0 && refused > 0 && powered_down > 0 && logs.len() > 100);
 }
 
 /// The committed fuzz corpus of `windows_unload_race` still replays clean.

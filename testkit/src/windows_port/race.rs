@@ -5,7 +5,9 @@
 //! two notification threads and `DriverUnload` run as thread-free actors over the runtime's
 //! [`Owner`](pnp_lifecycle_runtime::Owner), through the port's own pieces ([`WindowsOs`],
 //! [`feed_irp`], [`RemoveLockState`]). The first schedule byte holds remove and unload off
-//! for up to 63 steps; each later byte picks which runnable actor takes its next step; when
+//! for up to 63 steps (its low six bits); its bit 6 adds the power manager, which sends
+//! `IRP_MN_SET_POWER` D3 then D0 (bit 7: S3 then S0) through the power dispatch's steps;
+//! each later byte picks which runnable actor takes its next step; when
 //! the bytes run out the actors step round-robin. A notification
 //! thread carries each work item out with `take` in one step and reports it with `finish`
 //! in a later one.
@@ -14,11 +16,13 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use pnp_lifecycle::{
-    ClientHandle, ClientKind, ClientState, Config, Epoch, Event, Input, ResetResult, Tick,
+    Access, ClientHandle, ClientKind, ClientState, Config, Epoch, Event, Input, Reply, ResetResult,
+    Tick,
 };
 use pnp_lifecycle_runtime::{ContextId, Done, Os, StdKernel, Work};
 use pnp_lifecycle_windows::{
-    feed_irp, Callback, Hal, Irp, PnpMinor, RemoveLockState, WinOwner, WindowsOs,
+    feed_irp, Callback, DevicePowerState, Hal, Irp, PnpMinor, PowerState, RemoveLockState,
+    SystemPowerState, WinOwner, WindowsOs,
 };
 
 use super::{Ids, Recorded, TestHal, DEV};
@@ -73,11 +77,20 @@ struct World {
     ops_done: u32,
     epoch: Epoch,
     clients: Vec<Client>,
+    /// The PnP manager's `IRP_MN_REMOVE_DEVICE`, once sent.
+    remove: Option<Arc<Irp<StdKernel>>>,
+    /// The power manager's IRPs still to send, and the one it waits for.
+    power: VecDeque<PnpMinor>,
+    power_irp: Option<Arc<Irp<StdKernel>>>,
+    /// How often the I/O thread asked again after `AccessWaitsForPowerUp`.
+    io_waits: u32,
 }
 
 const ACTORS: usize = 3 + CLIENTS + DISPATCHERS;
+/// The power manager (if the first byte asks for it).
+const POWER: usize = ACTORS;
 /// The timer DPC: runnable while a deadline is set; its step makes the next one pass.
-const TIMER: usize = ACTORS;
+const TIMER: usize = ACTORS + 1;
 
 fn kind(client: usize) -> ClientKind {
     if client + 1 == CLIENTS {
@@ -136,6 +149,10 @@ impl World {
             ops_done: 0,
             epoch: Epoch(0),
             clients: Vec::new(),
+            remove: None,
+            power: VecDeque::new(),
+            power_irp: None,
+            io_waits: 0,
         };
         let e = |e| format!("setup: {e:?}");
         w.owner
@@ -216,6 +233,7 @@ impl World {
 
     fn finished(&self, actor: usize) -> bool {
         match actor {
+            POWER => self.power.is_empty() && self.power_irp.is_none(),
             0 => self.pnp == Pnp::Done,
             1 => self.unload == Some(true),
             2 => self.io == Some(false),
@@ -232,11 +250,12 @@ impl World {
             0 => match self.pnp {
                 Pnp::Send => true,
                 Pnp::WaitIdle => self.lock.idle(),
-                Pnp::WaitComplete => self.irps.last().is_some_and(|i| i.status().is_some()),
+                Pnp::WaitComplete => self.remove.as_ref().is_some_and(|i| i.status().is_some()),
                 Pnp::Done => false,
             },
             1 => self.unload.is_none() || self.owner.unload_complete(),
             2 => true,
+            POWER => self.power_irp.as_ref().is_none_or(|i| i.status().is_some()),
             n if n >= 3 + CLIENTS => {
                 self.carrying[n - 3 - CLIENTS].is_some() || self.owner.work_ready()
             }
@@ -268,6 +287,7 @@ impl World {
                 let _ = self.owner.timeout(self.now);
             }
             0 => self.step_pnp(),
+            POWER => self.step_power(),
             1 => match self.unload {
                 None => {
                     self.unload = Some(false);
@@ -300,6 +320,7 @@ impl World {
         match self.pnp {
             Pnp::Send => {
                 let irp = self.send(PnpMinor::RemoveDevice);
+                self.remove = Some(Arc::clone(&irp));
                 // IoAcquireRemoveLock, then the first half of IoReleaseRemoveLockAndWait.
                 match self.lock.acquire() {
                     Ok(()) => {
@@ -313,7 +334,7 @@ impl World {
                 }
             }
             Pnp::WaitIdle => {
-                let irp = Arc::clone(self.irps.last().expect("sent"));
+                let irp = Arc::clone(self.remove.as_ref().expect("sent"));
                 feed_irp(&mut self.owner, self.now, irp);
                 self.pnp = Pnp::WaitComplete;
             }
@@ -323,6 +344,32 @@ impl World {
             }
             Pnp::Done => {}
         }
+    }
+
+    /// The power manager: each `IRP_MN_SET_POWER` under the remove lock (the power
+    /// dispatch), then wait for its completion.
+    fn step_power(&mut self) {
+        if self.power_irp.take().is_some() {
+            self.observe_completions();
+            return;
+        }
+        if self.unload.is_some() {
+            // The power manager sends nothing to a driver being unloaded.
+            self.power.clear();
+            return;
+        }
+        let Some(minor) = self.power.pop_front() else {
+            return;
+        };
+        let irp = self.send(minor);
+        match self.lock.acquire() {
+            Ok(()) => {
+                feed_irp(&mut self.owner, self.now, Arc::clone(&irp));
+                self.lock.release();
+            }
+            Err(status) => irp.complete(status),
+        }
+        self.power_irp = Some(irp);
     }
 
     /// Client 0's I/O thread: up to `OPS` hardware operations, each under the remove lock
@@ -343,15 +390,24 @@ impl World {
             self.io = None;
             return;
         }
-        let granted = self.ops_done < OPS
-            && self.lock.acquire().is_ok()
-            && match self.owner.operation_begin(self.now, handle, self.epoch) {
-                Ok(()) => true,
-                Err(_) => {
-                    self.lock.release();
-                    false
-                }
-            };
+        // As `MlxInterface::hardware_op`: in an idle Dx the access is not granted but
+        // brings the device back; it is asked again in a later step (up to a bound: its
+        // deadline).
+        let access = Input::Access {
+            client: handle,
+            epoch: self.epoch,
+            what: Access::HardwareOp,
+        };
+        let reply = (self.ops_done < OPS && self.lock.acquire().is_ok())
+            .then(|| self.owner.feed(self.now, access));
+        let granted = matches!(reply, Some(Ok(Reply::AccessGranted)));
+        if reply.is_some() && !granted {
+            self.lock.release();
+        }
+        if matches!(reply, Some(Ok(Reply::AccessWaitsForPowerUp))) && self.io_waits < OPS * 16 {
+            self.io_waits += 1;
+            return;
+        }
         if granted {
             self.ops_done += 1;
             self.log.push(Obs::OperationBegin {
@@ -448,11 +504,26 @@ pub fn observe(schedule: &[u8]) -> (Result<(), String>, Vec<Obs>) {
 fn drive(w: &mut World, schedule: &[u8]) -> Result<(), String> {
     // The first byte holds remove and unload off for that many steps while others can move
     // (so reset cycles are reached too); the rest pick actors.
-    let hold_off = schedule.first().map_or(0, |&b| usize::from(b % 64));
+    let first = schedule.first().copied().unwrap_or(0);
+    let hold_off = usize::from(first % 64);
+    if first & 64 != 0 {
+        let (down, up) = match first & 128 {
+            0 => (
+                PowerState::Device(DevicePowerState::D3),
+                PowerState::Device(DevicePowerState::D0),
+            ),
+            _ => (
+                PowerState::System(SystemPowerState::S3),
+                PowerState::System(SystemPowerState::S0),
+            ),
+        };
+        w.power
+            .extend([PnpMinor::SetPower(down), PnpMinor::SetPower(up)]);
+    }
     let mut bytes = schedule.iter().skip(1);
     let mut rr = 0usize;
     for step in 0..STEP_LIMIT {
-        let mut runnable: Vec<usize> = (0..ACTORS).filter(|&a| w.runnable(a)).collect();
+        let mut runnable: Vec<usize> = (0..=POWER).filter(|&a| w.runnable(a)).collect();
         if w.owner.poll_timeout().is_some() {
             runnable.push(TIMER);
         }
@@ -460,7 +531,7 @@ fn drive(w: &mut World, schedule: &[u8]) -> Result<(), String> {
             runnable.retain(|&a| a > 1);
         }
         if runnable.is_empty() {
-            if let Some(a) = (0..ACTORS).find(|&a| !w.finished(a)) {
+            if let Some(a) = (0..=POWER).find(|&a| !w.finished(a)) {
                 w.verdict(false)?;
                 return Err(format!("deadlock: actor {a} cannot finish"));
             }
