@@ -7,8 +7,8 @@ use alloc::collections::VecDeque;
 use alloc::vec::Vec;
 
 use pnp_lifecycle::{
-    ClientHandle, ClientKind, Config, CycleOutcome, DeviceId, Epoch, Error, Event, FailureCause,
-    HardwareCommand, Input, Lifecycle, Output, Reply, RequestToken, Status, Tick,
+    AccessAnswer, ClientHandle, ClientKind, Config, CycleOutcome, DeviceId, Epoch, Error, Event,
+    FailureCause, HardwareCommand, Input, Lifecycle, Output, Reply, RequestToken, Status, Tick,
 };
 
 /// Who is running: a thread, or whatever the platform schedules (see
@@ -318,23 +318,29 @@ impl<O: Os, const D: usize, const C: usize, const P: usize, const Q: usize> Owne
         self.work.push_back(Work::Job(job));
     }
 
-    /// A hardware operation of `client` through the interface of `epoch` begins (the
-    /// machine's grant). It is in flight until [`Self::operation_done`].
+    /// A hardware operation of `client` through the interface of `epoch` asks to begin.
+    /// [`AccessAnswer::Granted`]: it is in flight until [`Self::operation_done`].
+    /// [`AccessAnswer::WaitForPowerUp`]: not in flight; the device was in an idle
+    /// power-down and the machine commanded the power-up: the port waits (with its own
+    /// deadline) for `Event::Resumed` and asks again.
     pub fn operation_begin(
         &mut self,
         now: Tick,
         client: ClientHandle,
         epoch: Epoch,
-    ) -> Result<(), Error> {
-        self.feed(
+    ) -> Result<AccessAnswer, Error> {
+        let what = pnp_lifecycle::Access::HardwareOp;
+        match self.feed(
             now,
             Input::Access {
                 client,
                 epoch,
-                what: pnp_lifecycle::Access::HardwareOp,
+                what,
             },
-        )
-        .map(drop)
+        )? {
+            Reply::AccessWaitsForPowerUp => Ok(AccessAnswer::WaitForPowerUp),
+            _ => Ok(AccessAnswer::Granted),
+        }
     }
 
     /// A granted hardware operation returned. For a fenced client it only ends the

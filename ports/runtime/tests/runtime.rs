@@ -64,6 +64,11 @@ impl Os for Toy {
                 device,
                 result: ResetResult::Succeeded,
             }),
+            HardwareCommand::PowerDown => Some(Input::PowerDownDone { device }),
+            HardwareCommand::PowerUp => Some(Input::PowerUpDone {
+                device,
+                result: pnp_lifecycle::PowerUpResult::Powered,
+            }),
             _ => None,
         }
     }
@@ -291,7 +296,10 @@ fn a_fence_cancels_a_queued_callback_and_waits_for_an_operation() {
             Arc::new(|c, e| (e == Event::Reset).then_some(Input::ResetExecute { client: c })),
         )
         .unwrap();
-    o.operation_begin(t, a, epoch).unwrap();
+    assert_eq!(
+        o.operation_begin(t, a, epoch),
+        Ok(pnp_lifecycle::AccessAnswer::Granted)
+    );
     o.feed(t, Input::ResetRequest { client: b }).unwrap();
     // A's RESET is queued, not taken; A misses every deadline.
     let late = Tick(100_000);
@@ -401,4 +409,45 @@ fn the_timer_never_carries_out_work_so_a_stuck_inline_callback_is_still_fenced()
     shuttle::check_random(check, 500);
     shuttle::check_pct(check, 500, 3);
     println!("the_timer_never_carries_out_work: 1,000 schedules");
+}
+
+#[test]
+fn an_operation_in_an_idle_power_down_is_not_granted_until_the_power_up() {
+    use pnp_lifecycle::{AccessAnswer, PowerDownKind};
+    let toy = Toy::default();
+    let mut o = Plain::new(Config::DEFAULT);
+    let t = Tick(0);
+    o.feed(t, Input::AddDevice { device: DEV }).unwrap();
+    o.submit(t, 1, |token| Input::Start { device: DEV, token })
+        .unwrap();
+    run_all(&mut o, &toy, t);
+    let (a, epoch) = o.register(t, DEV, ClientKind::Untrusted, quiet()).unwrap();
+    o.submit(t, 2, |token| Input::PowerDown {
+        device: DEV,
+        kind: PowerDownKind::Idle,
+        token,
+    })
+    .unwrap();
+    run_all(&mut o, &toy, t);
+    assert_eq!(o.machine().phase(DEV), Some(PhaseKind::LowPower));
+    // Not in flight: the power-up comes first, and nothing is owed for this attempt.
+    assert_eq!(
+        o.operation_begin(t, a, epoch),
+        Ok(AccessAnswer::WaitForPowerUp)
+    );
+    assert_eq!(
+        o.machine().client(a).map(|v| v.operations_in_flight),
+        Some(0)
+    );
+    run_all(&mut o, &toy, t);
+    assert!(toy
+        .log()
+        .contains(&Seen::Hardware(HardwareCommand::PowerUp)));
+    assert_eq!(o.operation_begin(t, a, epoch), Ok(AccessAnswer::Granted));
+    assert_eq!(
+        o.machine().client(a).map(|v| v.operations_in_flight),
+        Some(1)
+    );
+    o.operation_done(t, a).unwrap();
+    assert_eq!(o.anomalies(), 0);
 }
