@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use pnp_lifecycle::{
-    Access, ClientHandle, ClientKind, Config, DeviceId, Epoch, Input, LinkState, PhaseKind,
+    AccessAnswer, ClientHandle, ClientKind, Config, DeviceId, Epoch, Input, LinkState, PhaseKind,
     PhysPort, PortCaps, Reply, ResetAnswer, Tick, Unregistered,
 };
 use pnp_lifecycle_runtime::{Clock, Dispatch, Kernel, Monitor, MonotonicClock, StdKernel};
@@ -399,26 +399,21 @@ impl<K: Kernel, O: WindowsVocabulary<K>> MlxInterface<K, O> {
     /// `STATUS_DEVICE_POWERED_OFF`.
     pub fn hardware_op(&self) -> Result<(), NtStatus> {
         let (driver, device) = (&self.driver, self.handle.device);
-        let access = Input::Access {
-            client: self.handle,
-            epoch: self.epoch,
-            what: Access::HardwareOp,
-        };
         let mut deadline = None;
         loop {
-            let reply = driver.runtime.with(|owner, now| {
+            let answer = driver.runtime.with(|owner, now| {
                 driver.lock(device, RemoveLockState::acquire)?;
-                let reply = owner.feed(now, access);
-                if !matches!(reply, Ok(Reply::AccessGranted)) {
+                let answer = owner.operation_begin(now, self.handle, self.epoch);
+                if answer != Ok(AccessAnswer::Granted) {
                     driver.release(device);
                 }
                 let limit = now
                     .0
                     .saturating_add(owner.machine().config().operation_timeout);
-                Ok::<_, NtStatus>((reply?, *deadline.get_or_insert(limit)))
+                Ok::<_, NtStatus>((answer?, *deadline.get_or_insert(limit)))
             })?;
-            match reply {
-                (Reply::AccessGranted, _) => break,
+            match answer {
+                (AccessAnswer::Granted, _) => break,
                 (_, limit) => self.wait_for_power_up(Tick(limit))?,
             }
         }
