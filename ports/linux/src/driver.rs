@@ -410,6 +410,7 @@ impl<K: Kernel, O: LinuxPort> Driver<K, O> {
             }
             let timeout = self.rt.inspect(|o| o.machine().config().operation_timeout);
             let until = *deadline.get_or_insert(now.after(timeout));
+            self.rt.with(|o, _| o.wake_at(until)); // the timer fires at the deadline
             let woke = self.wait(|o, _| {
                 let now = self.rt.now();
                 let down = powered_down(o.machine().phase(dev));

@@ -215,6 +215,8 @@ pub struct Owner<O: Os, const D: usize, const C: usize, const P: usize, const Q:
     fence_grace: u64,
     /// Dispatcher threads waiting for work (kept by [`crate::Runtime`]).
     idle_dispatchers: u32,
+    /// Deadlines of the port's own waits ([`Self::wake_at`]).
+    wakeups: Vec<Tick>,
     unload_finished: bool,
     anomalies: u32,
 }
@@ -234,6 +236,7 @@ impl<O: Os, const D: usize, const C: usize, const P: usize, const Q: usize> Owne
             fences_done: VecDeque::new(),
             fence_grace: config.callback_timeout.max(config.operation_timeout),
             idle_dispatchers: 0,
+            wakeups: Vec::new(),
             unload_finished: false,
             anomalies: 0,
         }
@@ -354,16 +357,30 @@ impl<O: Os, const D: usize, const C: usize, const P: usize, const Q: usize> Owne
         self.feed(now, Input::AccessDone { client }).map(drop)
     }
 
-    /// The timer: end fences whose grace passed, then feed `Timeout`.
+    /// The timer: drop passed wake-ups, end fences whose grace passed, then feed `Timeout`.
     pub fn timeout(&mut self, now: Tick) -> Result<(), Error> {
+        self.wakeups.retain(|at| *at > now);
         self.expire_fences(now);
         self.drain(now);
         self.feed(now, Input::Timeout).map(drop)
     }
 
-    /// When [`Self::timeout`] is next due: the machine's deadline or a fence's grace.
+    /// Have the timer fire at `at` (a port's own wait with a deadline, e.g. an access
+    /// waiting for a power-up): [`Self::poll_timeout`] includes it until a
+    /// [`Self::timeout`] at or after it, which wakes every waiter.
+    pub fn wake_at(&mut self, at: Tick) {
+        self.wakeups.push(at);
+    }
+
+    /// When [`Self::timeout`] is next due: the machine's deadline, a fence's grace or a
+    /// port's wake-up.
     pub fn poll_timeout(&self) -> Option<Tick> {
-        let fence = self.fences.iter().map(|f| f.deadline).min();
+        let fence = self
+            .fences
+            .iter()
+            .map(|f| f.deadline)
+            .chain(self.wakeups.iter().copied())
+            .min();
         match (self.machine.poll_timeout(), fence) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),

@@ -451,3 +451,18 @@ fn an_operation_in_an_idle_power_down_is_not_granted_until_the_power_up() {
     o.operation_done(t, a).unwrap();
     assert_eq!(o.anomalies(), 0);
 }
+
+#[test]
+fn a_ports_wake_up_is_in_poll_timeout_until_the_timer_passes_it() {
+    let mut o = Plain::new(Config::DEFAULT);
+    assert_eq!(o.poll_timeout(), None);
+    o.wake_at(Tick(300));
+    o.wake_at(Tick(100));
+    assert_eq!(o.poll_timeout(), Some(Tick(100)));
+    o.timeout(Tick(99)).unwrap();
+    assert_eq!(o.poll_timeout(), Some(Tick(100)), "not yet passed");
+    o.timeout(Tick(100)).unwrap();
+    assert_eq!(o.poll_timeout(), Some(Tick(300)));
+    o.timeout(Tick(1_000)).unwrap();
+    assert_eq!(o.poll_timeout(), None);
+}
