@@ -57,8 +57,19 @@ fn assert_caught(name: &str, which: Scenario, path: IsrPath, fault: Fault, expec
     }
 }
 
+/// shuttle's panic hook is process-wide: a schedule that panics on purpose (a planted
+/// fault caught) while another test's shuttle run installs or restores the hook loses its
+/// panic ("ExecutionState NotSet"). The tests of this file run one at a time.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 #[test]
 fn control_the_shipped_port_is_clean_in_the_same_runs() {
+    let _serial = serial();
     for (which, path) in [
         (Scenario::IrqDuringResetCycle, IsrPath::Feed),
         (Scenario::IrqDuringResetCycle, IsrPath::Latch),
@@ -79,6 +90,7 @@ fn control_the_shipped_port_is_clean_in_the_same_runs() {
 
 #[test]
 fn planted_unmasked_lock_is_caught() {
+    let _serial = serial();
     // Thread mode preempted mid-borrow: the interrupt finds the machine borrowed and its
     // fatal error is lost.
     assert_caught(
@@ -92,6 +104,7 @@ fn planted_unmasked_lock_is_caught() {
 
 #[test]
 fn planted_dropping_latch_is_caught() {
+    let _serial = serial();
     // A fatal error raised while RESET_END callbacks wait in the buffer is dropped: no
     // follow-up cycle, no reset after it.
     assert_caught(
@@ -105,6 +118,7 @@ fn planted_dropping_latch_is_caught() {
 
 #[test]
 fn planted_eager_pulse_is_caught() {
+    let _serial = serial();
     // The RESET callback pulses the line itself, before the core commands the reset (and
     // so before the other clients answered: the common oracle's I3).
     assert_caught(
@@ -118,6 +132,7 @@ fn planted_eager_pulse_is_caught() {
 
 #[test]
 fn planted_isr_wakes_by_reset_is_caught() {
+    let _serial = serial();
     // The interrupt, finding the device powered down, pulses the reset line itself instead
     // of leaving the power-up to the core: a hardware touch in Dx (I14).
     assert_caught(
@@ -131,6 +146,7 @@ fn planted_isr_wakes_by_reset_is_caught() {
 
 #[test]
 fn planted_quiesce_on_release_is_caught() {
+    let _serial = serial();
     // Releasing the resources of a device removed from system sleep shuts it down first:
     // a register touch in Dx (I14).
     assert_caught(
@@ -144,6 +160,7 @@ fn planted_quiesce_on_release_is_caught() {
 
 #[test]
 fn planted_eager_pulse_is_found_by_the_cooperative_harness_too() {
+    let _serial = serial();
     // The harness (the fuzz target's body) always ends in removal or unload, which answers
     // any fatal error, so it cannot tell a dropped latch; an eager pulse it finds.
     let mut state = 0x2545_F491_4F6C_DD1Du64;

@@ -40,8 +40,19 @@ fn harness<O: LinuxPort>(os: impl Fn(Arc<RecordingHardware>) -> O) -> (usize, Op
     (2_000, None)
 }
 
+/// shuttle's panic hook is process-wide: a schedule that panics on purpose (a planted
+/// fault caught) while another test's shuttle run installs or restores the hook loses its
+/// panic ("ExecutionState NotSet"). The tests of this file run one at a time.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 #[test]
 fn planted_fatal_after_remove_is_caught_by_the_race_harness() {
+    let _serial = serial();
     let (n, clean) = harness(|hw| LinuxOs::new(hw));
     assert_eq!(clean, None, "control run");
     let (found_after, finding) = harness(|hw| FatalAfterRemove::new(hw));
@@ -93,6 +104,7 @@ fn vote_first_driver(log: &Log) -> Arc<Driver<ShuttleKernel, VoteFirst<ShuttleKe
 
 #[test]
 fn planted_vote_first_is_caught_by_shuttle() {
+    let _serial = serial();
     let iters = iterations(1000);
     explore("vote scenario (control)", iters, || {
         let log = Log::new();
@@ -182,6 +194,7 @@ fn self_unregister<K: Kernel>() -> Option<Errno> {
 
 #[test]
 fn planted_lying_kernel_is_caught_by_shuttle_as_a_deadlock() {
+    let _serial = serial();
     let iters = iterations(1000);
     explore("unregister from a callback (control)", iters, || {
         assert_eq!(self_unregister::<ShuttleKernel>(), Some(Errno::EDEADLK));
@@ -242,6 +255,7 @@ fn power_scenario<O: LinuxPort>(os: O, log: &Log) -> Result<(), String> {
 
 #[test]
 fn planted_resume_without_power_up_is_caught_by_the_oracle_as_i14() {
+    let _serial = serial();
     let log = Log::new();
     let clean = power_scenario(LinuxOs::new(RecordingHardware::new(&log)), &log);
     assert_eq!(clean, Ok(()), "control run");

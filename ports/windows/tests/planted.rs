@@ -148,8 +148,19 @@ fn operations_after_reset<K: Kernel, O: WindowsVocabulary<K>>(w: Arc<World<K, O>
 
 type Plain = RecordedOs<ShuttleKernel>;
 
+/// shuttle's panic hook is process-wide: a schedule that panics on purpose (a planted
+/// fault caught) while another test's shuttle run installs or restores the hook loses its
+/// panic ("ExecutionState NotSet"). The tests of this file run one at a time.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 #[test]
 fn planted_lying_context_is_caught() {
+    let _serial = serial();
     caught(
         "lying Kernel::context (a blocking unregister inside a callback is not refused)",
         || {
@@ -164,6 +175,7 @@ fn planted_lying_context_is_caught() {
 
 #[test]
 fn planted_deferred_callbacks_are_caught() {
+    let _serial = serial();
     caught(
         "deferred callbacks (a callback's return reported before it ran)",
         || {
@@ -178,6 +190,7 @@ fn planted_deferred_callbacks_are_caught() {
 
 #[test]
 fn planted_early_reset_done_is_caught() {
+    let _serial = serial();
     caught(
         "early ResetDone (the reset reported done before it ran)",
         || {
@@ -220,6 +233,7 @@ fn powered<O: WindowsVocabulary<ShuttleKernel>>(
 
 #[test]
 fn planted_power_up_not_carried_out_is_caught() {
+    let _serial = serial();
     caught(
         "power-up not carried out (PowerUpDone without D0Entry: the old stub)",
         || operations_across_idle(powered(PowerUpNotCarriedOut::new)),
@@ -229,6 +243,7 @@ fn planted_power_up_not_carried_out_is_caught() {
 
 #[test]
 fn control_runs_on_the_real_port_are_clean() {
+    let _serial = serial();
     let clean = |s: fn(Arc<World>)| failure(move || s(World::new()));
     for (name, scenario) in [
         ("self unregister", self_unregister as fn(Arc<World>)),
