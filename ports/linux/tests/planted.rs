@@ -120,22 +120,23 @@ fn planted_vote_first_is_caught_by_shuttle() {
     // The verdicts are recorded, not panicked: a panic while other tasks still hold
     // shuttle's primitives can be lost in their teardown ("ExecutionState NotSet").
     let verdicts: Arc<std::sync::Mutex<Vec<String>>> = Arc::default();
-    let seen = Arc::clone(&verdicts);
-    shuttle::check_random(
+    let run = {
+        let seen = Arc::clone(&verdicts);
         move || {
             let log = Log::new();
             let d = vote_first_driver(&log);
             if let Err(e) = vote_scenario(d, log) {
                 seen.lock().unwrap().push(e);
             }
-        },
-        iters,
-    );
+        }
+    };
+    shuttle::check_random(run.clone(), iters);
+    shuttle::check_pct(run, iters, 3);
     let verdicts = verdicts.lock().unwrap();
     let msg = verdicts.first().expect("the planted fault went unnoticed");
     assert!(verdicts.iter().all(|m| m.contains("I3")), "{verdicts:?}");
     println!(
-        "planted vote_first: caught in {} of {iters} schedules ({})",
+        "planted vote_first: caught in {} of {iters} random + {iters} PCT schedules ({})",
         verdicts.len(),
         msg.lines().next().unwrap_or("")
     );
