@@ -58,7 +58,7 @@ mod shuttle_kernel;
 mod std_kernel;
 
 pub use owner::{Completion, ContextId, Done, News, Os, Owner, Work};
-pub use runtime::{Clock, Dispatch, Kernel, Monitor, Runtime, WouldDeadlock};
+pub use runtime::{carry_out, Clock, Dispatch, Kernel, Monitor, Runtime, WouldDeadlock};
 #[cfg(feature = "shuttle")]
 pub use shuttle_kernel::{ShuttleKernel, ShuttleMonitor};
 #[cfg(feature = "std")]

@@ -272,28 +272,35 @@ impl<O: Os, K: Kernel, const D: usize, const C: usize, const P: usize, const Q: 
 
     /// Do one work item outside the lock.
     fn carry_out(&self, work: Work<O>) -> Done {
-        match work {
-            Work::Callback {
-                client,
-                event,
-                callback,
-            } => Done::Callback {
-                client,
-                answer: callback.and_then(|cb| self.os.call(&cb, client, event)),
-            },
-            Work::Hardware { device, command } => Done::Other(self.os.hardware(device, command)),
-            Work::Complete {
-                request,
-                completion,
-            } => {
-                self.os.complete(request, completion);
-                Done::Other(None)
-            }
-            Work::News(news) => {
-                self.os.news(news);
-                Done::Other(None)
-            }
-            Work::Job(job) => Done::Other(self.os.job(job)),
+        carry_out(&self.os, work)
+    }
+}
+
+/// Carry one work item out with `os`, outside any lock, and say what to hand back to
+/// [`Owner::finish`]: what every dispatcher does, and what a cooperative schedule harness
+/// calls after [`Owner::take`].
+pub fn carry_out<O: Os>(os: &O, work: Work<O>) -> Done {
+    match work {
+        Work::Callback {
+            client,
+            event,
+            callback,
+        } => Done::Callback {
+            client,
+            answer: callback.and_then(|cb| os.call(&cb, client, event)),
+        },
+        Work::Hardware { device, command } => Done::Other(os.hardware(device, command)),
+        Work::Complete {
+            request,
+            completion,
+        } => {
+            os.complete(request, completion);
+            Done::Other(None)
         }
+        Work::News(news) => {
+            os.news(news);
+            Done::Other(None)
+        }
+        Work::Job(job) => Done::Other(os.job(job)),
     }
 }

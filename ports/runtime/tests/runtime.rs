@@ -10,8 +10,8 @@ use pnp_lifecycle::{
     PhaseKind, ResetResult, StartResult, Tick,
 };
 use pnp_lifecycle_runtime::{
-    Completion, ContextId, Dispatch, Done, ManualClock, News, Os, Owner, Runtime, ShuttleKernel,
-    Work, WouldDeadlock,
+    Completion, ContextId, Dispatch, ManualClock, News, Os, Owner, Runtime, ShuttleKernel,
+    WouldDeadlock,
 };
 
 const DEV: DeviceId = DeviceId(0);
@@ -251,29 +251,7 @@ fn a_stuck_callback_holds_up_only_its_own_client_and_its_fence_overruns() {
 fn run_all(o: &mut Plain, toy: &Toy, now: Tick) {
     let me = ContextId(1);
     while let Some(work) = o.take(me) {
-        let done = match work {
-            Work::Callback {
-                client,
-                event,
-                callback,
-            } => Done::Callback {
-                client,
-                answer: callback.and_then(|cb| toy.call(&cb, client, event)),
-            },
-            Work::Hardware { device, command } => Done::Other(toy.hardware(device, command)),
-            Work::Complete {
-                request,
-                completion,
-            } => {
-                toy.complete(request, completion);
-                Done::Other(None)
-            }
-            Work::News(n) => {
-                toy.news(n);
-                Done::Other(None)
-            }
-            Work::Job(()) => Done::Other(None),
-        };
+        let done = pnp_lifecycle_runtime::carry_out(toy, work);
         o.finish(now, me, done);
     }
 }

@@ -19,9 +19,7 @@ use pnp_lifecycle::{ClientKind, Config, LinkState, PhysPort, Tick, TrustedTimeou
 use pnp_lifecycle_linux::{
     ClientId, Dispatch, Driver, LinuxOs, LinuxPort, PciChannelState, PciErsResult, Pending, PmOp,
 };
-use pnp_lifecycle_runtime::{
-    Completion, ContextId, Done, Kernel, ManualClock, Os, StdMonitor, Work,
-};
+use pnp_lifecycle_runtime::{Completion, ContextId, Done, Kernel, ManualClock, StdMonitor, Work};
 
 use super::{late_ack, Recorder, RecordingHardware, DEV, IB};
 use crate::observed::{check, Log, Obs};
@@ -48,31 +46,7 @@ impl Kernel for CoopKernel {
 pub type CoopDriver<O = LinuxOs> = Driver<CoopKernel, O>;
 
 /// Carry one work item out, as the runtime's dispatcher does.
-pub fn carry_out<O: Os>(os: &O, work: Work<O>) -> Done {
-    match work {
-        Work::Callback {
-            client,
-            event,
-            callback,
-        } => Done::Callback {
-            client,
-            answer: callback.and_then(|cb| os.call(&cb, client, event)),
-        },
-        Work::Hardware { device, command } => Done::Other(os.hardware(device, command)),
-        Work::Complete {
-            request,
-            completion,
-        } => {
-            os.complete(request, completion);
-            Done::Other(None)
-        }
-        Work::News(news) => {
-            os.news(news);
-            Done::Other(None)
-        }
-        Work::Job(job) => Done::Other(os.job(job)),
-    }
-}
+pub use pnp_lifecycle_runtime::carry_out;
 
 /// Carry out every ready work item.
 pub fn pump<O: LinuxPort>(d: &CoopDriver<O>) {

@@ -19,7 +19,7 @@ use pnp_lifecycle::{
     Access, ClientHandle, ClientKind, ClientState, Config, Epoch, Event, Input, Reply, ResetResult,
     Tick,
 };
-use pnp_lifecycle_runtime::{ContextId, Done, Os, StdKernel, Work};
+use pnp_lifecycle_runtime::{ContextId, Done, StdKernel};
 use pnp_lifecycle_windows::{
     feed_irp, Callback, DevicePowerState, Hal, Irp, PnpMinor, PowerState, RemoveLockState,
     SystemPowerState, WinOwner, WindowsOs,
@@ -100,31 +100,7 @@ fn kind(client: usize) -> ClientKind {
     }
 }
 
-fn carry_out(os: &TheOs, work: Work<TheOs>) -> Done {
-    match work {
-        Work::Callback {
-            client,
-            event,
-            callback,
-        } => Done::Callback {
-            client,
-            answer: callback.and_then(|cb| os.call(&cb, client, event)),
-        },
-        Work::Hardware { device, command } => Done::Other(os.hardware(device, command)),
-        Work::Complete {
-            request,
-            completion,
-        } => {
-            os.complete(request, completion);
-            Done::Other(None)
-        }
-        Work::News(news) => {
-            os.news(news);
-            Done::Other(None)
-        }
-        Work::Job(job) => Done::Other(os.job(job)),
-    }
-}
+use pnp_lifecycle_runtime::carry_out;
 
 impl World {
     fn setup() -> Result<World, String> {
