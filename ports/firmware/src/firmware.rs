@@ -1,4 +1,4 @@
-//! Thread mode: acts on the buffered outputs outside the lock — client callbacks, the reset
+//! Thread mode: acts on the machine's queued outputs outside the lock — client callbacks, the reset
 //! pulse, the board's start and shutdown — and feeds their completions back.
 
 use heapless::Deque;

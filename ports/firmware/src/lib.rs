@@ -8,12 +8,12 @@
 //! * **Interrupts** only latch or feed inputs. The catastrophic-error interrupt calls
 //!   [`latch_fatal_interrupt`] (constant time: one flag; thread mode feeds
 //!   [`Input::FatalError`]) or [`on_fatal_interrupt`] (feeds it inside the critical
-//!   section, or latches it when thread mode's outputs still fill the buffer).
+//!   section, or latches it when thread mode's outputs still fill the machine's queue).
 //! * **Every input** goes through [`Shared::feed`]: inside the critical section the machine
-//!   handles it and its whole output queue is drained into the small heapless buffer of
-//!   [`Shared`], so the machine's own queue is empty whenever the lock is free.
-//! * **Thread mode** ([`Firmware`]) takes outputs out of the buffer one at a time and acts
-//!   on them *outside* the critical section: client callbacks ([`Board::notify`]), the
+//!   handles it; its outputs wait in the machine's own queue, the only output buffer (the
+//!   queue is held once in RAM).
+//! * **Thread mode** ([`Firmware`]) takes outputs out of that queue one at a time
+//!   ([`Shared::pop`], inside the critical section) and acts on them *outside* it: client callbacks ([`Board::notify`]), the
 //!   hardware reset ([`ResetLine`]: an `embedded_hal` [`OutputPin`](embedded_hal::digital::OutputPin)
 //!   held for a pulse width timed with [`DelayNs`](embedded_hal::delay::DelayNs)), start and
 //!   shutdown. It feeds their completions ([`Input::CallbackDone`], [`Input::ResetDone`],

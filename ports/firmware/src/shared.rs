@@ -1,10 +1,7 @@
-//! The state thread mode and the interrupt handlers share: the machine, the buffer its
-//! outputs are drained into, and the interrupt latch.
+//! The state thread mode and the interrupt handlers share: the machine (whose output queue
+//! thread mode takes from) and the interrupt latch.
 
-use heapless::Deque;
-use pnp_lifecycle::{
-    ClientHandle, Config, DeviceId, Error, FatalAnswer, Input, Lifecycle, Output, Reply, Tick,
-};
+use pnp_lifecycle::{Config, DeviceId, Error, FatalAnswer, Input, Lifecycle, Output, Reply, Tick};
 
 use crate::lock::Lock;
 
@@ -44,29 +41,25 @@ pub enum IsrOutcome {
 
 /// The shared state: a machine with `D` devices, `C` client slots a device, `P` physical
 /// ports a device and an output queue of `Q` (at least
-/// [`pnp_lifecycle::queue_capacity`]`(D, C)`), plus a buffer of `Q` outputs that thread
-/// mode acts on outside the critical section, and one latched fatal error a device.
+/// [`pnp_lifecycle::queue_capacity`]`(D, C)`), plus one latched fatal error a device.
 ///
-/// Every input goes through [`feed`](Self::feed): the machine handles it and its output
-/// queue is drained into the buffer at once, inside the same critical section, so the
-/// machine's own queue is empty whenever the lock is free.
+/// The machine's own queue is the only output buffer: thread mode takes one output at a
+/// time inside the critical section ([`pop`](Self::pop)) and acts on it outside, so the
+/// queue is held once in RAM. An input finds room for its documented worst case or is
+/// refused by the machine ([`FeedError::Backlog`], nothing changed).
 #[derive(Debug, Clone)]
 pub struct Shared<const D: usize, const C: usize, const P: usize, const Q: usize> {
     machine: Lifecycle<D, C, P, Q>,
-    pending: Deque<Output, Q>,
     latched: [bool; D],
-    lost: u32,
 }
 
 impl<const D: usize, const C: usize, const P: usize, const Q: usize> Shared<D, C, P, Q> {
-    /// A fresh machine with an empty buffer. `const`, so it can initialise a `static`
+    /// A fresh machine with nothing latched. `const`, so it can initialise a `static`
     /// (`ConstStaticCell`) without a stack copy.
     pub const fn new(config: Config) -> Self {
         Shared {
             machine: Lifecycle::new(config),
-            pending: Deque::new(),
             latched: [false; D],
-            lost: 0,
         }
     }
 
@@ -75,9 +68,9 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Shared<D, C
         &self.machine
     }
 
-    /// Outputs waiting for thread mode.
+    /// Outputs waiting for thread mode (in the machine's queue).
     pub fn pending_len(&self) -> usize {
-        self.pending.len()
+        self.machine.pending_output_count()
     }
 
     /// Whether a fatal error of `device` is latched, waiting for thread mode.
@@ -85,52 +78,32 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Shared<D, C
         self.latched.get(usize::from(device.0)) == Some(&true)
     }
 
-    /// Outputs that found the buffer full (room is checked before every input, so this
-    /// stays zero), plus the machine's own [`Lifecycle::lost_outputs`].
+    /// Outputs the machine could not queue ([`Lifecycle::lost_outputs`]; room is checked
+    /// before every input, so this stays zero).
     pub fn lost_outputs(&self) -> u32 {
-        self.lost.saturating_add(self.machine.lost_outputs())
+        self.machine.lost_outputs()
     }
 
     /// Feed one input at `now` (read from the platform's clock inside the critical
-    /// section, so inputs reach the machine in clock order) and move all of its outputs
-    /// into the buffer. Refused (nothing changes) unless the buffer has room for the
-    /// machine's documented worst case for the input.
+    /// section, so inputs reach the machine in clock order). Its outputs wait in the
+    /// machine's queue for [`pop`](Self::pop). Refused (nothing changes) unless the queue
+    /// has room for the machine's documented worst case for the input.
     pub fn feed(&mut self, now: Tick, input: Input) -> Result<Reply, FeedError> {
-        let needed = match input {
-            Input::Timeout | Input::Unload => Lifecycle::<D, C, P, Q>::DRIVER_INPUT_OUTPUTS,
-            _ => Lifecycle::<D, C, P, Q>::DEVICE_INPUT_OUTPUTS,
-        };
-        if Q - self.pending.len() < needed {
-            return Err(FeedError::Backlog { needed });
-        }
-        let result = self.machine.handle(now, input);
-        while let Some(output) = self.machine.poll_output() {
-            if let Output::Fence { client } = output {
-                // The fence masks the client's path: a callback of its still buffered is
-                // never made (thread mode has not started it).
-                self.drop_notifications(client);
-            }
-            if self.pending.push_back(output).is_err() {
-                self.lost = self.lost.saturating_add(1);
-            }
-        }
-        result.map_err(FeedError::Refused)
+        self.machine
+            .handle(now, input)
+            .map_err(|error| match error {
+                Error::OutputBacklog { needed } => FeedError::Backlog {
+                    needed: usize::from(needed),
+                },
+                error => FeedError::Refused(error),
+            })
     }
 
-    /// The oldest buffered output.
+    /// The oldest output thread mode has not acted on, taken out of the machine's queue.
+    /// Outputs come in the machine's order: a notification queued before a fence of the
+    /// same client is a callback made (synchronously, in thread mode) before the fence.
     pub fn pop(&mut self) -> Option<Output> {
-        self.pending.pop_front()
-    }
-
-    fn drop_notifications(&mut self, client: ClientHandle) {
-        let mut kept: Deque<Output, Q> = Deque::new();
-        while let Some(output) = self.pending.pop_front() {
-            if !matches!(output, Output::Notify { client: c, .. } if c == client) {
-                // Cannot fail: `kept` holds no more than `pending` did.
-                let _ = kept.push_back(output);
-            }
-        }
-        self.pending = kept;
+        self.machine.poll_output()
     }
 
     /// The feeding interrupt's body (inside the lock), at `now`: fed at once if the buffer
@@ -171,7 +144,7 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Shared<D, C
 
     /// Whether thread mode has work here: a buffered output or a latched fatal error.
     pub fn has_work(&self) -> bool {
-        !self.pending.is_empty() || self.latched.contains(&true)
+        self.machine.pending_output_count() > 0 || self.latched.contains(&true)
     }
 
     /// Feed a latched fatal error if the buffer has room now, clearing its latch. `None`:

@@ -351,3 +351,36 @@ fn fatal_interrupt_on_a_failed_device_is_answered_not_reported_as_a_reset() {
     pin.done();
     delay.done();
 }
+
+/// The output queue is held once in RAM: the shared state is the machine (its queue the
+/// only output buffer) plus one latch flag a device, never a second copy of the queue.
+#[test]
+fn the_shared_state_holds_the_output_queue_once() {
+    use core::mem::size_of;
+    let machine = size_of::<Lifecycle<1, 8, 2, Q>>();
+    let shared = size_of::<Shared<1, 8, 2, Q>>();
+    let queue = Q * size_of::<Output>();
+    assert!(
+        shared < machine + queue / 2,
+        "Shared {shared} B vs the machine {machine} B: a second queue of {queue} B?"
+    );
+    // Outputs wait in the machine's queue and come out of it in order.
+    let mut s: Shared<1, 8, 2, Q> = Shared::new(Config::DEFAULT);
+    assert_eq!(
+        s.feed(Tick(0), Input::AddDevice { device: DEV }),
+        Ok(Reply::Accepted)
+    );
+    let token = RequestToken(1);
+    let start = Input::Start { device: DEV, token };
+    assert_eq!(s.feed(Tick(0), start), Ok(Reply::Accepted));
+    assert_eq!(s.pending_len(), s.machine().pending_output_count());
+    assert_eq!(
+        s.pop(),
+        Some(Output::Hardware {
+            device: DEV,
+            command: HardwareCommand::Start
+        })
+    );
+    assert_eq!(s.pop(), None);
+    assert!(!s.has_work());
+}

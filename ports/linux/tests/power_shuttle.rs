@@ -239,7 +239,10 @@ fn runtime_suspend_races_a_waking_verb_recovery_remove_and_unload() {
         let v = user.join().unwrap();
         use Errno::*;
         assert!(
-            matches!(v, None | Some(ENODEV | ETIMEDOUT | EAGAIN | ESTALE | EIO | EBUSY)),
+            matches!(
+                v,
+                None | Some(ENODEV | ETIMEDOUT | EAGAIN | ESTALE | EIO | EBUSY)
+            ),
             "{v:?}"
         );
         ers.join().unwrap();
