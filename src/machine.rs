@@ -734,6 +734,67 @@ mod boundaries {
         assert_eq!(request(&mut m, client), Err(Error::EpochExhausted));
     }
 
+    /// Power the device down and up again, the power-up reporting `result`; every
+    /// callback returned. Returns the outputs of the `PowerUpDone`.
+    fn power_cycle(m: &mut Machine, result: crate::PowerUpResult) -> heapless::Vec<Output, 32> {
+        let down = Input::PowerDown {
+            device: HCA,
+            kind: crate::PowerDownKind::Idle,
+            token: RequestToken(2),
+        };
+        m.handle(Tick(0), down).unwrap();
+        drain(m);
+        m.handle(Tick(0), Input::PowerDownDone { device: HCA })
+            .unwrap();
+        drain(m);
+        assert_eq!(m.phase(HCA), Some(PhaseKind::LowPower));
+        let up = Input::PowerUp {
+            device: HCA,
+            token: RequestToken(3),
+        };
+        m.handle(Tick(0), up).unwrap();
+        drain(m);
+        m.handle(
+            Tick(0),
+            Input::PowerUpDone {
+                device: HCA,
+                result,
+            },
+        )
+        .unwrap();
+        drain(m)
+    }
+
+    #[test]
+    fn a_lost_state_power_up_at_the_last_epoch_fails_the_device_instead_of_wrapping() {
+        let (mut m, _) = running_with_one_client();
+        m.devices[0].epoch = Epoch(u32::MAX);
+        let seen = power_cycle(&mut m, crate::PowerUpResult::LostState);
+        assert_eq!(m.epoch(HCA), Some(Epoch(u32::MAX)));
+        assert_eq!(m.phase(HCA), Some(PhaseKind::Failed));
+        assert!(seen.contains(&Output::Complete {
+            device: HCA,
+            token: RequestToken(3),
+            status: Status::HardwareFailed
+        }));
+    }
+
+    #[test]
+    fn a_lost_state_power_up_one_before_the_last_epoch_reaches_it() {
+        let (mut m, client) = running_with_one_client();
+        m.devices[0].epoch = Epoch(u32::MAX - 1);
+        let seen = power_cycle(&mut m, crate::PowerUpResult::LostState);
+        assert_eq!(m.epoch(HCA), Some(Epoch(u32::MAX)));
+        assert_eq!(m.phase(HCA), Some(PhaseKind::Running));
+        assert!(seen.contains(&Output::Notify {
+            client,
+            event: Event::Resumed {
+                epoch: Epoch(u32::MAX),
+                state_lost: true
+            }
+        }));
+    }
+
     #[test]
     fn an_ignored_input_completes_into_the_last_free_slot_and_is_refused_without_one() {
         let (mut m, _) = running_with_one_client();
