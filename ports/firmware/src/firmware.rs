@@ -222,7 +222,7 @@ impl Idle for DeepSleepIdle {
 pub enum PortError<E> {
     /// The machine refused the input; nothing changed.
     Refused(Error),
-    /// The output buffer lacks room for the input: [`Firmware::pump`] first. Nothing
+    /// The machine's output queue lacks room for the input: [`Firmware::pump`] first. Nothing
     /// changed.
     Backlog {
         /// Free entries the input needs.

@@ -9,7 +9,7 @@ use crate::lock::Lock;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum FeedError {
-    /// The output buffer lacks room for this input's worst case: act on the buffered
+    /// The machine's output queue lacks room for this input's worst case: act on the queued
     /// outputs first. Nothing changed.
     Backlog {
         /// Free entries the input needs.
