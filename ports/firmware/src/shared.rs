@@ -170,9 +170,9 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Shared<D, C
 
 /// The feeding interrupt handler: raise [`Input::FatalError`] for `device` inside the lock,
 /// at the time `now()` reads (inside the critical section, so no other input slips in
-/// between with a later time), or latch it while thread mode's outputs fill the buffer.
-/// Its masked time grows with the clients (the machine queues the `RESET` broadcast in it); prefer
-/// [`latch_fatal_interrupt`].
+/// between with a later time), or latch it while thread mode's outputs fill the machine's
+/// queue. Its masked time grows with the clients (the machine queues the `RESET` broadcast
+/// in it); prefer [`latch_fatal_interrupt`].
 pub fn on_fatal_interrupt<L, const D: usize, const C: usize, const P: usize, const Q: usize>(
     lock: &L,
     device: DeviceId,
