@@ -233,17 +233,23 @@ impl<K: Kernel> Kmdf<K> {
 
     /// Leave D0 for `target`: SelfManagedIoSuspend (unless done) → D0Exit (if in D0).
     fn leave_d0(&self, device: DeviceId, target: WdfPowerDeviceState) {
-        let s = self.steps(device, |s| {
+        if self.suspend_io(device).d0 {
+            self.evt.d0_exit(device, target);
+        }
+    }
+
+    /// SelfManagedIoSuspend if I/O still runs; the device counts as out of D0 from here.
+    /// Returns the steps as they were.
+    fn suspend_io(&self, device: DeviceId) -> Steps {
+        let was = self.steps(device, |s| {
             let was = *s;
             (s.io_running, s.d0) = (false, false);
             was
         });
-        if s.io_running {
+        if was.io_running {
             self.evt.self_managed_io_suspend(device);
         }
-        if s.d0 {
-            self.evt.d0_exit(device, target);
-        }
+        was
     }
 
     /// `Shutdown` (stop or orderly removal, registers still reachable): leave D0 for
@@ -279,14 +285,7 @@ impl<K: Kernel> Kmdf<K> {
     /// surprise removal in D0: no `Shutdown` came, so no `D0Exit` either) →
     /// ReleaseHardware; on a removed device, then Flush → Cleanup.
     pub(crate) fn release(&self, device: DeviceId) {
-        let s = self.steps(device, |s| {
-            let was = *s;
-            (s.io_running, s.d0) = (false, false);
-            was
-        });
-        if s.io_running {
-            self.evt.self_managed_io_suspend(device);
-        }
+        let s = self.suspend_io(device);
         if s.prepared {
             self.evt.release_hardware(device);
         }
