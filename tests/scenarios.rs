@@ -1129,3 +1129,73 @@ fn system_sleep_waits_for_a_reset_cycle_then_the_hardware_vanishes_in_dx() {
         ]
     );
 }
+
+#[test]
+fn a_recovery_told_late_is_followed_by_the_epoch_a_lost_state_power_up_reached() {
+    // Found by the fuzz smoke in CI: a client answers CAN_RECOVER from inside its RESET
+    // callback while a system sleep waits for the cycle; the cycle ends without a reset,
+    // but its `Recovered{0}` waits behind the running callback while the device sleeps and
+    // comes back having lost its state (epoch 1). The client hears both, in order.
+    let mut o = owner();
+    o.started(DEV, false);
+    let verbs = o.register(DEV, ClientKind::Untrusted);
+    assert_eq!(
+        o.ok(Input::ResetRequest { client: verbs }),
+        vec![notify(verbs, Event::Reset)]
+    );
+    let sleep = RequestToken(30);
+    assert_eq!(
+        o.ok(Input::PowerDown {
+            device: DEV,
+            kind: PowerDownKind::SystemSleep,
+            token: sleep,
+        }),
+        vec![]
+    );
+    // Still inside its RESET callback: the news waits, the sleep goes ahead.
+    assert_eq!(
+        o.ok(Input::CanRecover { client: verbs }),
+        vec![
+            finished(CycleOutcome::Recovered(Epoch(0))),
+            hw(HardwareCommand::PowerDown)
+        ]
+    );
+    assert_eq!(
+        o.ok(Input::PowerDownDone { device: DEV }),
+        vec![complete(sleep, Status::Success)]
+    );
+    let wake = RequestToken(31);
+    assert_eq!(
+        o.ok(Input::PowerUp {
+            device: DEV,
+            token: wake
+        }),
+        vec![hw(HardwareCommand::PowerUp)]
+    );
+    assert_eq!(
+        o.ok(Input::PowerUpDone {
+            device: DEV,
+            result: PowerUpResult::LostState
+        }),
+        vec![complete(wake, Status::Success)]
+    );
+    // The late news first, then where the device is now.
+    assert_eq!(
+        o.ok(Input::CallbackDone { client: verbs }),
+        vec![notify(verbs, Event::Recovered { epoch: Epoch(0) })]
+    );
+    let back = Event::Resumed {
+        epoch: Epoch(1),
+        state_lost: true,
+    };
+    assert_eq!(
+        o.ok(Input::CallbackDone { client: verbs }),
+        vec![notify(verbs, back)]
+    );
+    // The interface the recovery kept is stale: the hardware is never reached with it.
+    o.refused(access(verbs, 0), Error::StaleEpoch { current: Epoch(1) });
+    assert_eq!(
+        o.events_of(verbs),
+        vec![Event::Reset, Event::Recovered { epoch: Epoch(0) }, back]
+    );
+}

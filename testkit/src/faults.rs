@@ -35,10 +35,14 @@ pub enum Fault {
     StaleHandleReplay,
     /// A completion is delivered twice (duplicates `Complete`).
     DuplicateComplete,
+    /// A `Recovered` told late names the device's epoch at delivery instead of the epoch
+    /// its cycle ended at (a mailbox that fills the epoch in when it delivers).
+    RecoveredSaysTheEpochNow,
 }
 
 impl Fault {
-    /// Every planted fault (without `None`).
+    /// Every planted fault random inputs reach (without `None`;
+    /// `RecoveredSaysTheEpochNow` needs a kept input, `tests/planted_faults.rs`).
     pub const ALL: [Fault; 8] = [
         Fault::NotifyAfterUnregister,
         Fault::ExecuteBeforeLastAck,
@@ -236,6 +240,17 @@ impl<S: Sut> Sut for Faulty<S> {
                     .copied()
                 {
                     outs.push(c);
+                }
+            }
+            Fault::RecoveredSaysTheEpochNow => {
+                for o in outs.iter_mut() {
+                    if let Output::Notify {
+                        client,
+                        event: Event::Recovered { epoch },
+                    } = o
+                    {
+                        *epoch = self.inner.epoch(client.device).unwrap_or(*epoch);
+                    }
                 }
             }
             Fault::None

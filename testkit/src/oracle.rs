@@ -165,6 +165,9 @@ pub struct ClientBook {
     pub interface: Option<Epoch>,
     /// Told `Suspending` and not yet `Resumed`/`DeviceStarted` (I14).
     pub suspended: bool,
+    /// Owed a `Recovered` of a cycle that ended without a reset at this epoch, not yet
+    /// delivered (it waits behind the client's callback in flight).
+    pub recovery_owed: Option<Epoch>,
 }
 
 impl ClientBook {
@@ -1332,11 +1335,19 @@ impl Oracle {
                             fail!(I4, "Recovered to {:?} that was owed none", client);
                         }
                         c.owed_end = false;
-                        if Some(epoch) != after.epoch(client.device) {
+                        // Delivered in the step the cycle ended: the device's epoch. Later,
+                        // behind the client's own callback: the epoch the cycle ended at,
+                        // which a lost-state power-up may have moved on since (its
+                        // `Resumed` with the new epoch waits behind, as for a late
+                        // `ResetEnd`).
+                        let expected = c.recovery_owed.take().or(after.epoch(client.device));
+                        if Some(epoch) != expected {
                             fail!(
                                 Recovery,
-                                "Recovered{{{:?}}} but the device is at {:?}",
+                                "Recovered{{{:?}}} but its cycle ended at {:?} (the device \
+                                 is at {:?})",
                                 epoch,
+                                expected,
                                 after.epoch(client.device)
                             );
                         }
@@ -1580,6 +1591,9 @@ impl Oracle {
                 }
                 if let CycleOutcome::Recovered(e) = outcome {
                     let b = self.dev_mut(device)?;
+                    for c in b.clients.values_mut().filter(|c| c.owed_end) {
+                        c.recovery_owed = Some(e);
+                    }
                     if Some(e) != before.epoch(device) || Some(e) != after.epoch(device) {
                         fail!(
                             Recovery,
