@@ -167,7 +167,10 @@ fn recovered_told_late_names_the_epoch_its_cycle_ended_at() {
         Faulty::new(c, Fault::RecoveredSaysTheEpochNow)
     })
     .expect_err("a Recovered naming the epoch at delivery passed");
-    println!("RecoveredSaysTheEpochNow: {}", finding.violation);
+    println!(
+        "RecoveredSaysTheEpochNow found by the oracle on the kept input: {}",
+        finding.violation
+    );
     assert_eq!(finding.violation.check, Check::Recovery, "{finding}");
     // The explorer finds it too (11 inputs deep), in about 3 minutes: not in CI.
 }
