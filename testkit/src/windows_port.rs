@@ -9,7 +9,7 @@ pub mod planted;
 pub mod race;
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use pnp_lifecycle::{
@@ -109,6 +109,7 @@ pub struct TestHal {
     yields: usize,
     reset: ResetResult,
     resetting: AtomicBool,
+    invalidations: AtomicUsize,
 }
 
 impl TestHal {
@@ -121,7 +122,13 @@ impl TestHal {
             yields,
             reset,
             resetting: AtomicBool::new(false),
+            invalidations: AtomicUsize::new(0),
         }
+    }
+
+    /// How many times the port called `IoInvalidateDeviceState`.
+    pub fn invalidations(&self) -> usize {
+        self.invalidations.load(Ordering::SeqCst)
     }
 
     fn pause(&self) {
@@ -155,6 +162,9 @@ impl Hal for TestHal {
         self.pause();
         self.log.push(Obs::OperationEnd { client, device });
     }
+    fn invalidate_device_state(&self, _: DeviceId) {
+        self.invalidations.fetch_add(1, Ordering::SeqCst);
+    }
 }
 
 /// The recording vocabulary a shuttle world runs on.
@@ -181,6 +191,8 @@ pub struct World<K: Kernel = ShuttleKernel, O: WindowsVocabulary<K> = RecordedOs
     pub clock: Arc<ManualClock>,
     /// The driver writer's KMDF callbacks, if the world has them ([`World::powered`]).
     pub kmdf: Option<Arc<KmdfRecorder>>,
+    /// The hardware.
+    pub hal: Arc<TestHal>,
     irps: Mutex<Vec<Arc<Irp<K>>>>,
 }
 
@@ -215,7 +227,8 @@ impl<K: Kernel, O: WindowsVocabulary<K>> World<K, O> {
         wrap: impl FnOnce(RecordedOs<K>) -> O,
     ) -> Arc<Self> {
         let (log, ids) = (Log::new(), Ids::default());
-        let hal: Arc<dyn Hal> = Arc::new(TestHal::new(log.clone(), ids.clone(), 8, reset));
+        let test_hal = Arc::new(TestHal::new(log.clone(), ids.clone(), 8, reset));
+        let hal: Arc<dyn Hal> = test_hal.clone();
         let clock = Arc::new(ManualClock::new(Tick(0)));
         let vocabulary = match &kmdf {
             Some(k) => WindowsOs::with_kmdf(hal.clone(), k.clone()),
@@ -229,6 +242,7 @@ impl<K: Kernel, O: WindowsVocabulary<K>> World<K, O> {
             ids,
             clock,
             kmdf,
+            hal: test_hal,
             irps: Mutex::new(Vec::new()),
         });
         world.driver.add_device(DEV).expect("AddDevice");

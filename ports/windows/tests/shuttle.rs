@@ -9,11 +9,11 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use pnp_lifecycle::{ClientKind, Config, Event, HardwareCommand, PhaseKind};
+use pnp_lifecycle::{ClientKind, Config, Event, HardwareCommand, PhaseKind, ResetResult};
 use pnp_lifecycle_runtime::{Monitor, ShuttleKernel, ShuttleMonitor};
 use pnp_lifecycle_testkit::observed::Obs;
 use pnp_lifecycle_testkit::windows_port::{both_schedulers, iterations, World, DEV};
-use pnp_lifecycle_windows::{MlxInterface, NtStatus, PnpMinor};
+use pnp_lifecycle_windows::{MlxInterface, NtStatus, PnpDeviceState, PnpMinor};
 use shuttle::thread::{self, JoinHandle};
 
 type Iface =
@@ -276,6 +276,46 @@ fn shuttle_surprise_removal_with_a_colliding_token() {
         assert_eq!(w.pnp(PnpMinor::RemoveDevice), NtStatus::SUCCESS);
         join(vec![events]);
         io.join().unwrap();
+        w.unload();
+        w.finish();
+    });
+}
+
+/// A failed device is reported to the PnP manager (issue 11): a reset that fails while a
+/// second client runs hardware operations. Once the core holds the device failed,
+/// `IRP_MN_QUERY_PNP_DEVICE_STATE` answers `PNP_DEVICE_FAILED` (asked of the core, in
+/// whatever order the news and the query run); the PnP manager's query remove and remove
+/// then succeed; `IoInvalidateDeviceState` was called exactly once.
+#[test]
+fn shuttle_failed_reset_reported_to_the_pnp_manager() {
+    run("a failed reset reported to the PnP manager", || {
+        let w = World::with(ResetResult::Failed, |os| os);
+        let worker = w.register().expect("register");
+        let io = spawn_io(&worker.iface);
+        let mut hs = vec![spawn_client(&w, true)];
+        let wc = Arc::clone(&w);
+        hs.push(thread::spawn(move || wc.run_client(worker, false)));
+        let p = Arc::clone(&w);
+        hs.push(thread::spawn(move || {
+            assert_eq!(
+                p.driver.query_pnp_device_state(DEV),
+                Ok(PnpDeviceState::NONE),
+                "nothing failed before the reset"
+            );
+            p.driver
+                .runtime()
+                .wait_until(|o, _| o.machine().failure(DEV).map(drop))
+                .expect("the PnP manager's thread is not a notification thread");
+            assert_eq!(
+                p.driver.query_pnp_device_state(DEV),
+                Ok(PnpDeviceState::FAILED)
+            );
+            assert_eq!(p.pnp(PnpMinor::QueryRemoveDevice), NtStatus::SUCCESS);
+            assert_eq!(p.pnp(PnpMinor::RemoveDevice), NtStatus::SUCCESS);
+        }));
+        join(hs);
+        io.join().expect("the I/O thread ends with a refusal");
+        assert_eq!(w.hal.invalidations(), 1, "IoInvalidateDeviceState once");
         w.unload();
         w.finish();
     });
