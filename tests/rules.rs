@@ -4836,3 +4836,205 @@ fn every_client_told_suspending_is_later_told_back_removed_or_revoked() {
     assert_eq!(o.timeout(), vec![Output::Fence { client: c[0] }]);
     assert_eq!(o.view(c[0]).state, ClientState::Revoked);
 }
+
+/// DESIGN "Power": query stop and query remove in Dx are answered as in D0, and a reset
+/// that waits for the power-up vetoes them as a running cycle would (`ResetInProgress`),
+/// changing nothing; the reset is then served after the power-up.
+#[test]
+fn query_stop_and_query_remove_in_dx_are_vetoed_while_a_reset_waits_for_the_power_up() {
+    let (mut o, c) = in_dx(PowerDownKind::SystemSleep);
+    assert_eq!(
+        o.step(Input::ResetRequest { client: c }),
+        (Ok(Reply::Reset(ResetAnswer::AfterPowerUp)), vec![])
+    );
+    let token = o.token();
+    o.refused(
+        Input::QueryStop { device: DEV, token },
+        Error::Vetoed(VetoReason::ResetInProgress),
+    );
+    let token = o.token();
+    o.refused(
+        Input::QueryRemove { device: DEV, token },
+        Error::Vetoed(VetoReason::ResetInProgress),
+    );
+    assert_eq!(o.phase(DEV), PhaseKind::LowPower);
+    let token = o.token();
+    o.ok(Input::PowerUp { device: DEV, token });
+    o.ok(Input::PowerUpDone {
+        device: DEV,
+        result: PowerUpResult::Powered,
+    });
+    assert_eq!(
+        o.phase(DEV),
+        PhaseKind::Quiescing,
+        "the reset is served now"
+    );
+}
+
+/// DESIGN "Power": a reset requested (or a fatal error raised) while an idle power-down is
+/// under way is served after the power-up, and the device does not stay down for it: once
+/// the power-down is done, the power-up is commanded at once, then the cycle runs.
+#[test]
+fn a_reset_or_fatal_error_during_an_idle_power_down_brings_the_device_straight_back() {
+    for fatal in [false, true] {
+        let (mut o, c) = running_with(&[ClientKind::Trusted, ClientKind::Untrusted]);
+        assert_eq!(hardware_op(&mut o, c[1], 0), Ok(Reply::AccessGranted));
+        let (token, _) = power_down(&mut o, PowerDownKind::Idle);
+        o.return_callbacks(DEV);
+        let (reply, out) = if fatal {
+            o.step(Input::FatalError { device: DEV })
+        } else {
+            o.step(Input::ResetRequest { client: c[0] })
+        };
+        let expected = if fatal {
+            Reply::Fatal(FatalAnswer::Served(ResetAnswer::AfterPowerUp))
+        } else {
+            Reply::Reset(ResetAnswer::AfterPowerUp)
+        };
+        assert_eq!((reply, out), (Ok(expected), vec![]), "fatal {fatal}");
+        assert_eq!(
+            o.ok(Input::AccessDone { client: c[1] }),
+            vec![hw(HardwareCommand::PowerDown)],
+            "the power-down still completes first"
+        );
+        assert_eq!(
+            o.ok(Input::PowerDownDone { device: DEV }),
+            vec![
+                complete(token, Status::Success),
+                hw(HardwareCommand::PowerUp)
+            ],
+            "straight back up (fatal {fatal})"
+        );
+        let back = Event::Resumed {
+            epoch: Epoch(0),
+            state_lost: false,
+        };
+        assert_eq!(
+            o.ok(Input::PowerUpDone {
+                device: DEV,
+                result: PowerUpResult::Powered,
+            }),
+            vec![notify(c[0], back), notify(c[1], back)]
+        );
+        assert_eq!(o.phase(DEV), PhaseKind::Quiescing);
+        assert_eq!(
+            o.return_callbacks(DEV),
+            vec![notify(c[0], Event::Reset), notify(c[1], Event::Reset)]
+        );
+    }
+}
+
+/// DESIGN "Power": during a system-sleep power-down a reset (or a fatal error) waits for
+/// the owner's power-up; nothing powers the device up by itself.
+#[test]
+fn a_reset_or_fatal_error_during_a_system_sleep_power_down_waits_for_the_power_up() {
+    for fatal in [false, true] {
+        let (mut o, c) = running_with(&[ClientKind::Trusted, ClientKind::Untrusted]);
+        assert_eq!(hardware_op(&mut o, c[1], 0), Ok(Reply::AccessGranted));
+        let (token, _) = power_down(&mut o, PowerDownKind::SystemSleep);
+        o.return_callbacks(DEV);
+        if fatal {
+            o.ok(Input::FatalError { device: DEV });
+        } else {
+            o.ok(Input::ResetRequest { client: c[0] });
+        }
+        o.ok(Input::AccessDone { client: c[1] });
+        assert_eq!(
+            o.ok(Input::PowerDownDone { device: DEV }),
+            vec![complete(token, Status::Success)],
+            "asleep: no power-up (fatal {fatal})"
+        );
+        assert_eq!(o.phase(DEV), PhaseKind::LowPower);
+        let wake = o.token();
+        assert_eq!(
+            o.ok(Input::PowerUp {
+                device: DEV,
+                token: wake
+            }),
+            vec![hw(HardwareCommand::PowerUp)]
+        );
+        o.ok(Input::PowerUpDone {
+            device: DEV,
+            result: PowerUpResult::Powered,
+        });
+        assert_eq!(o.phase(DEV), PhaseKind::Quiescing, "served after the wake");
+    }
+}
+
+/// DESIGN "Power": in system sleep an access is refused with a named reason, already
+/// while the device is powering down (the drain lets no new operation in).
+#[test]
+fn an_access_during_a_system_sleep_power_down_is_refused_by_name() {
+    let (mut o, c) = running_with(&[ClientKind::Trusted, ClientKind::Untrusted]);
+    assert_eq!(hardware_op(&mut o, c[1], 0), Ok(Reply::AccessGranted));
+    power_down(&mut o, PowerDownKind::SystemSleep);
+    assert_eq!(o.phase(DEV), PhaseKind::PoweringDown);
+    o.refused(
+        Input::Access {
+            client: c[0],
+            epoch: Epoch(0),
+            what: Access::HardwareOp,
+        },
+        Error::Suspended {
+            kind: PowerDownKind::SystemSleep,
+        },
+    );
+}
+
+/// DESIGN "Power": a reset request and a fatal error that arrive while the device powers
+/// up join that power-up: one cycle after it serves both (one hardware reset, one
+/// `ResetCycleFinished`).
+#[test]
+fn a_reset_and_a_fatal_error_while_powering_up_are_served_by_one_cycle_after_it() {
+    let (mut o, c) = in_dx(PowerDownKind::SystemSleep);
+    let wake = o.token();
+    assert_eq!(
+        o.ok(Input::PowerUp {
+            device: DEV,
+            token: wake
+        }),
+        vec![hw(HardwareCommand::PowerUp)]
+    );
+    assert_eq!(
+        o.step(Input::ResetRequest { client: c }),
+        (Ok(Reply::Reset(ResetAnswer::AfterPowerUp)), vec![])
+    );
+    assert_eq!(
+        o.step(Input::FatalError { device: DEV }),
+        (
+            Ok(Reply::Fatal(FatalAnswer::Served(ResetAnswer::AfterPowerUp))),
+            vec![]
+        )
+    );
+    assert_eq!(
+        o.ok(Input::PowerUpDone {
+            device: DEV,
+            result: PowerUpResult::Powered,
+        }),
+        vec![
+            complete(wake, Status::Success),
+            notify(
+                c,
+                Event::Resumed {
+                    epoch: Epoch(0),
+                    state_lost: false
+                }
+            )
+        ]
+    );
+    assert_eq!(o.return_callbacks(DEV), vec![notify(c, Event::Reset)]);
+    assert_eq!(
+        o.ok(Input::ResetExecute { client: c }),
+        vec![hw(HardwareCommand::Reset)]
+    );
+    assert_eq!(
+        o.ok(Input::ResetDone {
+            device: DEV,
+            result: ResetResult::Succeeded
+        }),
+        vec![
+            notify(c, Event::ResetEnd { epoch: Epoch(1) }),
+            finished(CycleOutcome::Completed(Epoch(1)))
+        ]
+    );
+}
