@@ -411,10 +411,11 @@ impl<K: Kernel, O: LinuxPort> Driver<K, O> {
             let timeout = self.rt.inspect(|o| o.machine().config().operation_timeout);
             let until = *deadline.get_or_insert(now.after(timeout));
             self.rt.with(|o, _| o.wake_at(until)); // the timer fires at the deadline
+                                                   // Back in D0 (perhaps by this thread's own inline power-up): ask again.
             let woke = self.wait(|o, _| {
                 let now = self.rt.now();
                 let down = powered_down(o.machine().phase(dev));
-                (now >= until || !down).then_some(now < until)
+                (now >= until || !down).then_some(!down || now < until)
             })?;
             if !woke {
                 return Err(LinuxError::new(Errno::ETIMEDOUT));

@@ -6,7 +6,8 @@
 use std::sync::Arc;
 
 use pnp_lifecycle::{
-    ClientKind, Epoch, Event, HardwareCommand, PowerDownKind, PowerUpResult, Tick,
+    ClientKind, Epoch, Error, Event, HardwareCommand, Input, PowerDownKind, PowerUpResult,
+    RequestToken, Tick,
 };
 use pnp_lifecycle_linux::*;
 use pnp_lifecycle_testkit::linux_port::{late_ack, Recorder, RecordingHardware, CONFIG, DEV, IB};
@@ -40,6 +41,29 @@ fn verb(d: &Driver, log: &Log, id: ClientId) -> Result<(), LinuxError> {
         device: DEV,
     });
     d.end_hw_op(id, DEV)
+}
+
+/// Block until the system suspend a thread submitted waits in the core for the reset
+/// cycle: a second one, tried on a copy of the machine (the driver's is untouched), is
+/// refused `RequestPending`. Without this the cycle could end before the suspend arrived
+/// and the test would not test the wait.
+fn until_the_suspend_waits_for_the_cycle(d: &Driver) {
+    let second = Input::PowerDown {
+        device: DEV,
+        kind: PowerDownKind::SystemSleep,
+        token: RequestToken(u32::MAX),
+    };
+    for _ in 0..10_000 {
+        let waits = d.runtime().inspect(|o| {
+            let mut copy = o.machine().clone();
+            copy.handle(copy.now(), second) == Err(Error::RequestPending)
+        });
+        if waits {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    panic!("the system suspend never waited for the reset cycle");
 }
 
 fn seen(log: &Log) -> Vec<Seen> {
@@ -216,6 +240,7 @@ fn a_reset_owed_across_a_system_suspend_runs_before_the_power_down() {
         let d = d.clone();
         std::thread::spawn(move || d.pm(DEV, PmOp::Suspend))
     };
+    until_the_suspend_waits_for_the_cycle(&d);
     assert!(late_ack(&d, &log, 0, u));
     assert_eq!(d.slot_reset(DEV), PciErsResult::Recovered);
     d.resume(DEV);
@@ -247,16 +272,9 @@ fn pci_remove_and_unload_in_dx_finish_without_touching_the_registers() {
         d.pm(DEV, op).unwrap();
         d.remove(DEV).unwrap();
         assert_eq!(verb(&d, &log, k).unwrap_err().errno, Errno::ENODEV);
-        let cmds = hw(&log);
-        let down = cmds.iter().position(|c| *c == HardwareCommand::PowerDown);
-        let after = &cmds[down.unwrap() + 1..];
-        assert!(
-            after.iter().all(|c| matches!(
-                c,
-                HardwareCommand::PowerUp | HardwareCommand::ReleaseResources
-            )),
-            "{cmds:?}"
-        );
+        // Released without powering up (DESIGN "Power": remove from Dx), nothing else.
+        use HardwareCommand::*;
+        assert_eq!(hw(&log), [Start, PowerDown, ReleaseResources], "{op:?}");
         finish(&d, &log);
         let (d, log, _) = driver();
         d.pm(DEV, op).unwrap();
@@ -296,10 +314,109 @@ fn a_runtime_suspend_during_error_recovery_is_refused_with_ebusy() {
         let d = d.clone();
         std::thread::spawn(move || d.pm(DEV, PmOp::Suspend))
     };
+    until_the_suspend_waits_for_the_cycle(&d);
     assert!(late_ack(&d, &log, 0, u));
     assert_eq!(d.slot_reset(DEV), PciErsResult::Recovered);
     d.resume(DEV);
     sleep.join().unwrap().unwrap();
     d.pm(DEV, PmOp::Resume).unwrap();
+    finish(&d, &log);
+}
+
+/// Hardware whose runtime resume hangs until the test lets it go (a device slow to leave
+/// D3), logging as [`RecordingHardware`] does.
+struct SlowPowerUp {
+    inner: Arc<RecordingHardware>,
+    gate: std::sync::Mutex<(bool, bool)>, // (entered, released)
+    moved: std::sync::Condvar,
+}
+
+impl Hardware for SlowPowerUp {
+    fn start(&self, dev: pnp_lifecycle::DeviceId) -> pnp_lifecycle::StartResult {
+        self.inner.start(dev)
+    }
+    fn power_down(&self, dev: pnp_lifecycle::DeviceId) {
+        self.inner.power_down(dev)
+    }
+    fn power_up(&self, dev: pnp_lifecycle::DeviceId) -> PowerUpResult {
+        let mut g = self.gate.lock().unwrap();
+        g.0 = true;
+        self.moved.notify_all();
+        while !g.1 {
+            g = self.moved.wait(g).unwrap();
+        }
+        drop(g);
+        self.inner.power_up(dev)
+    }
+    fn command(&self, dev: pnp_lifecycle::DeviceId, command: HardwareCommand) {
+        self.inner.command(dev, command)
+    }
+}
+
+/// A verb in runtime suspend waits for the runtime resume the core commands, with a
+/// deadline. The first verb's access commands the resume and carries it out itself
+/// (inline dispatch), which hangs in the hardware; a second verb waits for it and gets
+/// `ETIMEDOUT` at `operation_timeout` after it began waiting, not earlier. Once the resume
+/// completes, the first verb runs (the device is back, however long that took).
+#[test]
+fn a_verb_waiting_for_a_slow_runtime_resume_times_out_at_its_deadline() {
+    let log = Log::new();
+    let clock = Arc::new(ManualClock::new(Tick(0)));
+    let slow = Arc::new(SlowPowerUp {
+        inner: RecordingHardware::new(&log),
+        gate: std::sync::Mutex::new((false, false)),
+        moved: std::sync::Condvar::new(),
+    });
+    let d = Arc::new(Driver::<StdKernel>::with_clock(
+        CONFIG,
+        slow.clone(),
+        clock.clone(),
+    ));
+    d.probe(DEV, &[IB]).unwrap();
+    let rec = Recorder::new(0, PciErsResult::NeedReset, &log);
+    let k = d.register_client(rec, ClientKind::Trusted).unwrap();
+    d.pm(DEV, PmOp::RuntimeSuspend).unwrap();
+    let first = {
+        let (d, log) = (d.clone(), log.clone());
+        std::thread::spawn(move || verb(&d, &log, k))
+    };
+    let mut g = slow.gate.lock().unwrap();
+    while !g.0 {
+        g = slow.moved.wait(g).unwrap();
+    }
+    drop(g);
+    let second = {
+        let d = d.clone();
+        std::thread::spawn(move || d.begin_hw_op(k, DEV))
+    };
+    let due = Tick(CONFIG.operation_timeout);
+    for _ in 0..10_000 {
+        if d.poll_timeout() == Some(due) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    assert_eq!(
+        d.poll_timeout(),
+        Some(due),
+        "the second verb's deadline is the timer's"
+    );
+    clock.set(Tick(due.0 - 1));
+    d.timeout().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    assert!(!second.is_finished(), "not before its deadline");
+    clock.set(due);
+    d.timeout().unwrap();
+    let e = second.join().unwrap().unwrap_err();
+    assert_eq!(e.errno, Errno::ETIMEDOUT);
+    {
+        let mut g = slow.gate.lock().unwrap();
+        g.1 = true;
+        slow.moved.notify_all();
+    }
+    first.join().unwrap().unwrap();
+    use HardwareCommand::*;
+    assert_eq!(hw(&log), [Start, PowerDown, PowerUp]);
+    assert_eq!(seen(&log), [Seen::Attached, IDLE, resumed(0, false)]);
     finish(&d, &log);
 }
