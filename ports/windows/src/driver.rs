@@ -69,8 +69,6 @@ type Locks = [RemoveLockState; DEVICES];
 pub struct Driver<K: Kernel = StdKernel, O: WindowsVocabulary<K> = WindowsOs<K>> {
     runtime: Arc<WinRuntime<O, K>>,
     locks: Arc<K::Monitor<Locks>>,
-    /// Deadlines of accesses waiting for a power-up (the timer DPC is due at the first).
-    power_waits: Arc<K::Monitor<Vec<Tick>>>,
     hal: Arc<dyn Hal>,
 }
 
@@ -79,7 +77,6 @@ impl<K: Kernel, O: WindowsVocabulary<K>> Clone for Driver<K, O> {
         Driver {
             runtime: Arc::clone(&self.runtime),
             locks: Arc::clone(&self.locks),
-            power_waits: Arc::clone(&self.power_waits),
             hal: Arc::clone(&self.hal),
         }
     }
@@ -105,7 +102,6 @@ impl<K: Kernel, O: WindowsVocabulary<K>> Driver<K, O> {
         Driver {
             runtime: WinRuntime::new(config, os, clock, Dispatch::Thread),
             locks: Arc::new(Monitor::new([RemoveLockState::new(); DEVICES])),
-            power_waits: Arc::new(Monitor::new(Vec::new())),
             hal,
         }
     }
@@ -291,10 +287,9 @@ impl<K: Kernel, O: WindowsVocabulary<K>> Driver<K, O> {
     }
 
     /// When [`Self::timeout`] is next due, in the clock's time (the core's deadlines, the
-    /// runtime's fences, and accesses waiting for a power-up).
+    /// runtime's fences, and accesses waiting for a power-up: `Owner::wake_at`).
     pub fn poll_timeout(&self) -> Option<Tick> {
-        let waits = self.power_waits.with(|w| w.iter().min().copied());
-        self.runtime.poll_timeout().into_iter().chain(waits).min()
+        self.runtime.poll_timeout()
     }
 
     /// `DriverUnload`: blocks until the core let unload finish, every work item was carried
@@ -426,26 +421,23 @@ impl<K: Kernel, O: WindowsVocabulary<K>> MlxInterface<K, O> {
         Ok(())
     }
 
-    /// Wait until the device left its power transition or low-power state, or `deadline`.
+    /// Wait until the device left its power transition or low-power state (then ask
+    /// again, however late), or `deadline` (the timer DPC fires then: `Owner::wake_at`).
     fn wait_for_power_up(&self, deadline: Tick) -> Result<(), NtStatus> {
-        let (device, waits) = (self.handle.device, &self.driver.power_waits);
-        waits.with(|w| w.push(deadline));
+        let device = self.handle.device;
         let powering = [
             PhaseKind::PoweringDown,
             PhaseKind::LowPower,
             PhaseKind::PoweringUp,
         ];
-        let waited = self.driver.runtime.wait_until(|owner, now| {
+        let runtime = &self.driver.runtime;
+        runtime.with(|owner, _| owner.wake_at(deadline));
+        let waited = runtime.wait_until(|owner, now| {
             let phase = owner.machine().phase(device);
-            if now >= deadline {
-                return Some(Err(NtStatus::IO_TIMEOUT));
+            if !phase.is_some_and(|p| powering.contains(&p)) {
+                return Some(Ok(()));
             }
-            (!phase.is_some_and(|p| powering.contains(&p))).then_some(Ok(()))
-        });
-        waits.with(|w| {
-            if let Some(pos) = w.iter().position(|t| *t == deadline) {
-                w.swap_remove(pos);
-            }
+            (now >= deadline).then_some(Err(NtStatus::IO_TIMEOUT))
         });
         waited.map_err(|_| NtStatus::POSSIBLE_DEADLOCK)?
     }
