@@ -6,13 +6,16 @@
 use std::sync::{Arc, Mutex};
 
 use pnp_lifecycle::{
-    ClientHandle, ClientKind, Config, DeviceId, Epoch, Event, PhaseKind, PowerDownKind,
-    ResetResult, StartResult, Tick,
+    ClientHandle, ClientKind, Config, DeviceId, Epoch, Event, HardwareCommand, PhaseKind,
+    PowerDownKind, ResetResult, StartResult, Tick,
 };
+use pnp_lifecycle_testkit::observed::{Log, Obs};
 use pnp_lifecycle_testkit::windows_port::kmdf::{KmdfRecorder, Step};
+use pnp_lifecycle_testkit::windows_port::{Ids, Recorded};
 use pnp_lifecycle_windows::{
     DevicePowerState as D, Driver, Hal, Irp, ManualClock, MlxInterface, MonotonicClock, NtStatus,
-    PnpMinor, PowerState, SystemPowerState as S, WdfPowerDeviceState, WindowsOs,
+    PnpMinor, PowerState, StdKernel, SystemPowerState as S, WdfPowerDeviceState, WindowsOs,
+    WindowsVocabulary,
 };
 
 const DEV: DeviceId = DeviceId(0);
@@ -33,8 +36,11 @@ impl Hal for Hw {
 }
 
 struct Rig {
-    driver: Driver,
+    driver: Driver<StdKernel, Recorded<WindowsOs>>,
     kmdf: Arc<KmdfRecorder>,
+    /// The core's hardware commands as the port received them (`Obs::Hardware`): the
+    /// KMDF steps alone would hide a repeated command the port's step bookkeeping skips.
+    log: Log,
 }
 
 fn set(state: PowerState) -> PnpMinor {
@@ -58,11 +64,16 @@ impl Rig {
     fn added() -> Rig {
         let kmdf = Arc::new(KmdfRecorder::new(0));
         let hal: Arc<dyn Hal> = Arc::new(Hw);
-        let os = WindowsOs::with_kmdf(hal.clone(), kmdf.clone());
+        let log = Log::new();
+        let os = Recorded::new(
+            WindowsOs::with_kmdf(hal.clone(), kmdf.clone()),
+            log.clone(),
+            Ids::default(),
+        );
         let clock = Arc::new(MonotonicClock::new());
         let driver = Driver::with_os(Config::DEFAULT, hal, clock, os);
         driver.add_device(DEV).unwrap();
-        Rig { driver, kmdf }
+        Rig { driver, kmdf, log }
     }
 
     /// Started, the start's callbacks forgotten.
@@ -93,11 +104,22 @@ impl Rig {
     fn steps(&self) -> Vec<Step> {
         self.kmdf.steps()
     }
+
+    /// Every hardware command the core gave, from the start.
+    fn commands(&self) -> Vec<HardwareCommand> {
+        let of = |o: Obs| match o {
+            Obs::Hardware { command, .. } => Some(command),
+            _ => None,
+        };
+        self.log.snapshot().into_iter().filter_map(of).collect()
+    }
 }
 
 type Events = Arc<Mutex<Vec<Event>>>;
 
-fn client(d: &Driver) -> (MlxInterface, Events) {
+fn client<O: WindowsVocabulary<StdKernel>>(
+    d: &Driver<StdKernel, O>,
+) -> (MlxInterface<StdKernel, O>, Events) {
     let events: Events = Arc::default();
     let e = events.clone();
     let iface = d
@@ -234,6 +256,12 @@ fn surprise_removal_in_dx_repeats_no_power_down_step() {
         rig.steps(),
         [ReleaseHardware, SelfManagedIoFlush, SelfManagedIoCleanup]
     );
+    use HardwareCommand::*;
+    assert_eq!(
+        rig.commands(),
+        [Start, PowerDown, ReleaseResources],
+        "the core repeated no power-down command"
+    );
 }
 
 #[test]
@@ -247,6 +275,12 @@ fn orderly_removal_from_dx_releases_without_powering_up() {
         rig.steps(),
         [ReleaseHardware, SelfManagedIoFlush, SelfManagedIoCleanup]
     );
+    use HardwareCommand::*;
+    assert_eq!(
+        rig.commands(),
+        [Start, PowerDown, ReleaseResources],
+        "neither a power-up nor a shutdown of hardware in Dx"
+    );
 }
 
 #[test]
@@ -257,7 +291,15 @@ fn a_failed_d0_entry_on_first_start_fails_the_start_and_removal_releases() {
         rig.irp(PnpMinor::StartDevice),
         NtStatus::DEVICE_HARDWARE_ERROR
     );
+    // A failed start (orderly removal follows), not a vanished device.
+    assert_eq!(rig.phase(), Some(PhaseKind::Failed));
+    assert_eq!(
+        rig.driver.runtime().inspect(|o| o.machine().failure(DEV)),
+        Some(pnp_lifecycle::FailureCause::StartFailed)
+    );
     assert_eq!(rig.irp(PnpMinor::RemoveDevice), NtStatus::SUCCESS);
+    use HardwareCommand::*;
+    assert_eq!(rig.commands(), [Start, ReleaseResources]);
     // SelfManagedIoInit never ran, so there is nothing to flush or clean up.
     assert_eq!(
         rig.steps(),
