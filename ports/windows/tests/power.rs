@@ -9,7 +9,7 @@ use pnp_lifecycle::{
     ClientHandle, ClientKind, Config, DeviceId, Epoch, Event, HardwareCommand, PhaseKind,
     PowerDownKind, ResetResult, StartResult, Tick,
 };
-use pnp_lifecycle_testkit::observed::{Log, Obs};
+use pnp_lifecycle_testkit::observed::{Log, Obs, Seen};
 use pnp_lifecycle_testkit::windows_port::kmdf::{KmdfRecorder, Step};
 use pnp_lifecycle_testkit::windows_port::{Ids, Recorded};
 use pnp_lifecycle_windows::{
@@ -187,6 +187,20 @@ fn power_up_is_d0_entry_from_d3_then_self_managed_io_restart() {
             state_lost: false,
         };
         wait_for(&events, |e| e.contains(&resumed));
+        // Clients hear it only once the hardware is back (the command came first).
+        let log = rig.log.snapshot();
+        let at = |f: &dyn Fn(&Obs) -> bool| log.iter().position(f);
+        let powered = at(&|o| {
+            matches!(
+                o,
+                Obs::Hardware {
+                    command: HardwareCommand::PowerUp,
+                    ..
+                }
+            )
+        });
+        let told = at(&|o| matches!(o, Obs::Enter { seen, .. } if *seen == Seen::Event(resumed)));
+        assert!(powered.is_some() && powered < told, "{log:?}");
     }
 }
 
