@@ -50,8 +50,11 @@ fn finish(log: &Log) -> Vec<Obs> {
 
 /// Finding: a permanent failure reported straight after `error_detected`, with no
 /// `slot_reset`, left PCI remove waiting forever for the reset the port had ordered.
+static RESET_ORDERED_BEFORE_PERM: AtomicUsize = AtomicUsize::new(0);
+
 #[test]
 fn perm_failure_straight_after_error_detected_lets_remove_finish() {
+    RESET_ORDERED_BEFORE_PERM.store(0, Ordering::SeqCst);
     explore("perm failure after error_detected", iters(), || {
         let clients = [
             (PciErsResult::NeedReset, TRUSTED),
@@ -74,6 +77,12 @@ fn perm_failure_straight_after_error_detected_lets_remove_finish() {
                     first,
                     PciErsResult::NeedReset | PciErsResult::Disconnect
                 ));
+                // The finding's interleaving: every vote in, the reset ordered (the
+                // core is executing it) and nobody will ever run `slot_reset`.
+                let phase = d.runtime().inspect(|o| o.machine().phase(DEV));
+                if phase == Some(pnp_lifecycle::PhaseKind::Executing) {
+                    RESET_ORDERED_BEFORE_PERM.fetch_add(1, Ordering::SeqCst);
+                }
                 let perm = d.error_detected(DEV, PciChannelState::PermFailure);
                 assert_eq!(perm, PciErsResult::Disconnect);
                 log.push(Obs::RequestSent { id: 1 });
@@ -92,6 +101,14 @@ fn perm_failure_straight_after_error_detected_lets_remove_finish() {
         let log = finish(&log);
         assert!(resets(&log).is_empty(), "nobody ran a slot_reset: {log:?}");
     });
+    let reached = RESET_ORDERED_BEFORE_PERM.load(Ordering::SeqCst);
+    println!(
+        "perm failure after error_detected: the reset was ordered first in {reached} schedules"
+    );
+    assert!(
+        reached > 0,
+        "the reset was never ordered before the perm failure"
+    );
 }
 
 /// Finding: `reset_prepare` re-initialised before the function reset and `reset_done`
