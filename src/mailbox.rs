@@ -173,6 +173,24 @@ mod tests {
 
     extern crate std;
 
+    /// `holds_reset` is about a waiting `RESET` only: other waiting news does not make an
+    /// answer "not delivered" (`Error::ResetNotDelivered`).
+    #[test]
+    fn holds_reset_only_while_a_reset_waits() {
+        let mut m = Mailbox::new();
+        assert!(!m.holds_reset());
+        m.put(Event::DeviceStopped);
+        assert!(!m.holds_reset(), "device news is not a RESET");
+        m.put(Event::Reset);
+        assert!(m.holds_reset());
+        assert_eq!(m.take(|_| None), Some(Event::DeviceStopped));
+        assert!(m.holds_reset(), "still behind the news");
+        assert_eq!(m.take(|_| None), Some(Event::Reset));
+        assert!(!m.holds_reset());
+        m.put(Event::Recovered { epoch: Epoch(0) });
+        assert!(!m.holds_reset());
+    }
+
     #[test]
     fn a_flood_of_link_changes_leaves_one_entry_a_port_with_the_newest_state() {
         let mut m = Mailbox::new();

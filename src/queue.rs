@@ -164,4 +164,52 @@ mod tests {
         assert_ne!(hash_of(&start_then_reset), hash_of(&reset_then_start));
         assert_ne!(hash_of(&start_then_reset), hash_of(&empty));
     }
+
+    /// The machine's "a refused input changes nothing" (I10) and the explorer compare
+    /// queues by value: the outputs queued, oldest first, and the overflow count; not where
+    /// the ring stands nor what stale slots hold.
+    #[test]
+    fn equality_sees_the_queued_outputs_and_the_overflow_count_only() {
+        let mut fresh = OutputQueue::<4>::new();
+        fresh.push(hw(HardwareCommand::Start));
+        fresh.push(hw(HardwareCommand::Reset));
+        let mut turned = OutputQueue::<4>::new();
+        turned.push(hw(HardwareCommand::PowerUp));
+        turned.pop();
+        turned.push(hw(HardwareCommand::Start));
+        turned.push(hw(HardwareCommand::Reset));
+        assert!(fresh == turned, "another head, a stale slot: equal");
+        let mut swapped = OutputQueue::<4>::new();
+        swapped.push(hw(HardwareCommand::Reset));
+        swapped.push(hw(HardwareCommand::Start));
+        assert!(fresh != swapped, "same length, other order");
+        let mut shorter = OutputQueue::<4>::new();
+        shorter.push(hw(HardwareCommand::Start));
+        assert!(fresh != shorter);
+        let mut overflowed = OutputQueue::<1>::new();
+        overflowed.push(hw(HardwareCommand::Start));
+        let mut full = overflowed.clone();
+        overflowed.push(hw(HardwareCommand::Reset));
+        assert_eq!(overflowed.overflowed(), 1);
+        assert!(overflowed != full, "same outputs, one lost");
+        full.pop();
+        assert!(full != overflowed);
+    }
+
+    /// `Debug` (what a failing test and the recorder print) lists the queued outputs in
+    /// order, nothing stale.
+    #[test]
+    fn debug_lists_the_queued_outputs_oldest_first() {
+        extern crate std;
+        let mut q = OutputQueue::<2>::new();
+        q.push(hw(HardwareCommand::PowerUp));
+        q.pop();
+        q.push(hw(HardwareCommand::Start));
+        q.push(hw(HardwareCommand::Reset));
+        assert_eq!(
+            std::format!("{q:?}"),
+            "OutputQueue { queue: [Hardware { device: DeviceId(0), command: Start }, \
+             Hardware { device: DeviceId(0), command: Reset }], overflowed: 0 }"
+        );
+    }
 }
