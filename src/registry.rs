@@ -260,3 +260,45 @@ impl<const C: usize> Registry<C> {
             .all(|s| !s.in_flight() && matches!(s.state, ClientState::Free | ClientState::Revoked))
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::indexing_slicing)]
+mod tests {
+    use super::*;
+
+    fn occupy(r: &mut Registry<4>, index: usize) {
+        r.slots[index].state = ClientState::Removed;
+        r.mark(index, true);
+    }
+
+    fn free(r: &mut Registry<4>, index: usize) {
+        r.slots[index].free();
+        r.mark(index, false);
+    }
+
+    /// Every loop over clients stops at `end`: it must stay one past the highest occupied
+    /// slot as slots fill and free in any order (too low would skip a client, too high
+    /// scans idle slots: the 64-slot figure of the performance issue).
+    #[test]
+    fn the_end_is_one_past_the_highest_occupied_slot() {
+        let mut r = Registry::<4>::new();
+        assert_eq!(r.occupied(), 0..0);
+        for index in 0..3 {
+            occupy(&mut r, index);
+        }
+        assert_eq!(r.occupied(), 0..3);
+        free(&mut r, 1);
+        assert_eq!(r.occupied(), 0..3, "a hole below the end keeps it");
+        free(&mut r, 2);
+        assert_eq!(
+            r.occupied(),
+            0..1,
+            "freeing the last slot skips the hole too"
+        );
+        free(&mut r, 0);
+        assert_eq!(r.occupied(), 0..0);
+        occupy(&mut r, 3);
+        assert_eq!(r.occupied(), 0..4);
+        assert_eq!(r.occupied_slots().filter(|s| s.occupied()).count(), 1);
+    }
+}
