@@ -4871,16 +4871,24 @@ fn query_stop_and_query_remove_in_dx_are_vetoed_while_a_reset_waits_for_the_powe
     );
 }
 
+/// Two clients, the untrusted one with a hardware operation in flight, then a `kind`
+/// power-down that waits for it (`PoweringDown`); every callback returned.
+fn powering_down_behind_an_operation(kind: PowerDownKind) -> (O, Vec<ClientHandle>, RequestToken) {
+    let (mut o, c) = running_with(&[ClientKind::Trusted, ClientKind::Untrusted]);
+    assert_eq!(hardware_op(&mut o, c[1], 0), Ok(Reply::AccessGranted));
+    let (token, _) = power_down(&mut o, kind);
+    o.return_callbacks(DEV);
+    assert_eq!(o.phase(DEV), PhaseKind::PoweringDown);
+    (o, c, token)
+}
+
 /// DESIGN "Power": a reset requested (or a fatal error raised) while an idle power-down is
 /// under way is served after the power-up, and the device does not stay down for it: once
 /// the power-down is done, the power-up is commanded at once, then the cycle runs.
 #[test]
 fn a_reset_or_fatal_error_during_an_idle_power_down_brings_the_device_straight_back() {
     for fatal in [false, true] {
-        let (mut o, c) = running_with(&[ClientKind::Trusted, ClientKind::Untrusted]);
-        assert_eq!(hardware_op(&mut o, c[1], 0), Ok(Reply::AccessGranted));
-        let (token, _) = power_down(&mut o, PowerDownKind::Idle);
-        o.return_callbacks(DEV);
+        let (mut o, c, token) = powering_down_behind_an_operation(PowerDownKind::Idle);
         let (reply, out) = if fatal {
             o.step(Input::FatalError { device: DEV })
         } else {
@@ -4929,10 +4937,7 @@ fn a_reset_or_fatal_error_during_an_idle_power_down_brings_the_device_straight_b
 #[test]
 fn a_reset_or_fatal_error_during_a_system_sleep_power_down_waits_for_the_power_up() {
     for fatal in [false, true] {
-        let (mut o, c) = running_with(&[ClientKind::Trusted, ClientKind::Untrusted]);
-        assert_eq!(hardware_op(&mut o, c[1], 0), Ok(Reply::AccessGranted));
-        let (token, _) = power_down(&mut o, PowerDownKind::SystemSleep);
-        o.return_callbacks(DEV);
+        let (mut o, c, token) = powering_down_behind_an_operation(PowerDownKind::SystemSleep);
         if fatal {
             o.ok(Input::FatalError { device: DEV });
         } else {
@@ -4965,10 +4970,7 @@ fn a_reset_or_fatal_error_during_a_system_sleep_power_down_waits_for_the_power_u
 /// while the device is powering down (the drain lets no new operation in).
 #[test]
 fn an_access_during_a_system_sleep_power_down_is_refused_by_name() {
-    let (mut o, c) = running_with(&[ClientKind::Trusted, ClientKind::Untrusted]);
-    assert_eq!(hardware_op(&mut o, c[1], 0), Ok(Reply::AccessGranted));
-    power_down(&mut o, PowerDownKind::SystemSleep);
-    assert_eq!(o.phase(DEV), PhaseKind::PoweringDown);
+    let (mut o, c, _) = powering_down_behind_an_operation(PowerDownKind::SystemSleep);
     o.refused(
         Input::Access {
             client: c[0],
