@@ -3,9 +3,11 @@
 //! IMPL is `pnp`, `statig` or `naive` (the same cycle, see the crate docs); `slots64`
 //! (pnp with 64 client slots, N of them registered); `qs` (pnp: ROUNDS query stop + cancel
 //! stop pairs; N is ignored); `sizes` (prints `size_of` lines and exits).
+//! `statig` and `naive` exist only where `shared/peers/` was beside the repository at build
+//! time (exit status 3 otherwise).
 //! For callgrind: (Ir(101 rounds) − Ir(1 round)) / 100 is the cost of one round.
 
-use pnp_compare::{check_cycle, naive, pnp, pnp_query_stop, pnp_slots64, sizes, statig};
+use pnp_compare::{check_cycle, pnp, pnp_query_stop, pnp_slots64, sizes};
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -32,8 +34,17 @@ fn main() {
     let (n, rounds) = (num(2, 16) as usize, num(3, 100_000));
     let run = match imp {
         "pnp" => pnp(n, rounds),
-        "statig" => statig(n, rounds),
-        "naive" => naive(n, rounds),
+        #[cfg(peers)]
+        "statig" => pnp_compare::statig(n, rounds),
+        #[cfg(peers)]
+        "naive" => pnp_compare::naive(n, rounds),
+        #[cfg(not(peers))]
+        "statig" | "naive" => {
+            eprintln!(
+                "{imp}: built without shared/peers/ beside the repository (compare/peers/build.rs)"
+            );
+            std::process::exit(3)
+        }
         "slots64" => pnp_slots64(n, rounds),
         "qs" => pnp_query_stop(rounds),
         _ => {

@@ -26,7 +26,11 @@ fn field(line: &str, key: &str) -> u64 {
 
 #[test]
 fn each_impl_runs_the_cycle_and_counts_it() {
-    for imp in ["pnp", "statig", "naive", "slots64"] {
+    let mut impls = vec!["pnp", "slots64"];
+    if pnp_compare::PEERS {
+        impls.extend(["statig", "naive"]);
+    }
+    for imp in impls {
         for n in [1u64, 4, 64] {
             let line = run(&[imp, &n.to_string(), "5"]);
             assert_eq!(field(&line, "notifications"), 2 * n * 5, "{line}");
@@ -40,15 +44,29 @@ fn query_stop_and_sizes() {
     let line = run(&["qs", "0", "7"]);
     assert_eq!(field(&line, "other_outputs"), 14, "{line}");
     let sizes = run(&["sizes"]);
-    for what in [
-        "pnp Input",
-        "pnp Output",
-        "pnp Reply",
-        "pnp Error",
-        "statig-fsm Device",
-        "naive-std",
-    ] {
+    for what in ["pnp Input", "pnp Output", "pnp Reply", "pnp Error"] {
         assert!(sizes.contains(what), "{what} missing from {sizes}");
+    }
+    for what in ["statig-fsm Device", "naive-std"] {
+        assert_eq!(
+            sizes.contains(what),
+            pnp_compare::PEERS,
+            "{what} in {sizes}"
+        );
+    }
+}
+
+#[test]
+fn a_peer_missing_at_build_time_is_refused_by_name() {
+    let out = Command::new(env!("CARGO_BIN_EXE_pnp-compare"))
+        .args(["statig", "1", "1"])
+        .output()
+        .unwrap();
+    if pnp_compare::PEERS {
+        assert!(out.status.success());
+    } else {
+        assert_eq!(out.status.code(), Some(3));
+        assert!(String::from_utf8_lossy(&out.stderr).contains("shared/peers"));
     }
 }
 

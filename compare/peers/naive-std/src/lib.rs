@@ -1,7 +1,10 @@
 //! The `naive-std` peer, compiled from `shared/peers/naive-std/src/lib.rs` unchanged
-//! (`shared/` is the repository's sibling). The module is declared inside a macro so that
-//! rustfmt, which formats the files a crate's `mod` items name, leaves the peer's file alone.
+//! (`shared/` is the repository's sibling) where it is there: `../build.rs` then sets
+//! `cfg(peers)`. A user's clone has no `shared/`, and this crate is then empty. The module
+//! is declared inside a macro so that rustfmt, which formats the files a crate's `mod`
+//! items name, leaves the peer's file alone.
 
+#[cfg(peers)]
 macro_rules! peer {
     () => {
         #[path = "../../../../../shared/peers/naive-std/src/lib.rs"]
@@ -9,5 +12,7 @@ macro_rules! peer {
         mod peer;
     };
 }
+#[cfg(peers)]
 peer!();
+#[cfg(peers)]
 pub use peer::*;
