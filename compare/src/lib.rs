@@ -17,8 +17,6 @@ use pnp_lifecycle::{
     Lifecycle, Output, PhaseKind, Reply, RequestToken, ResetResult, StartResult, Tick,
 };
 use std::hint::black_box;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::Arc;
 use std::time::Instant;
 
 /// What one run of a workload saw.
@@ -295,6 +293,8 @@ pub fn statig(n: usize, rounds: u64) -> Run {
 #[cfg(peers)]
 pub fn naive(n: usize, rounds: u64) -> Run {
     use naive_std::{Device, Handle};
+    use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+    use std::sync::Arc;
     let notes = Arc::new(AtomicU64::new(0));
     let hw = Arc::new(AtomicU64::new(0));
     let hw_cb = hw.clone();
@@ -411,6 +411,7 @@ mod tests {
     #[test]
     fn every_impl_counts_the_same_cycle() {
         for n in [1, 4, 16] {
+            #[cfg_attr(not(peers), allow(unused_mut))]
             let mut runs = vec![("pnp", pnp(n, 3)), ("slots64", pnp_slots64(n, 3))];
             #[cfg(peers)]
             runs.extend([("statig", statig(n, 3)), ("naive", naive(n, 3))]);
