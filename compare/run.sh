@@ -71,7 +71,7 @@ WALL[qs]=$(median "$tmp/wall.qs")
 WALL[slots64]=$(median "$tmp/wall.slots64")
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else printf "-" }'; }
-num() { [ -n "${1:-}" ] && printf "%'d" "$1" 2>/dev/null || printf -- "-"; }
+num() { case "${1:-}" in '' | *[!0-9]*) printf -- "-" ;; *) printf "%'d" "$1" ;; esac; }
 
 printf '\n## pnp-lifecycle vs the peers: one reset cycle (client 0 requests, every client acks,\n'
 printf '## hardware reset done, every client reacquires); pnp with its whole owner contract\n\n'
@@ -106,6 +106,64 @@ fi
 echo
 echo "size_of (this host):"
 "$BIN" sizes | sed 's/^size_of /  /'
+
+# --- the hot path: one client hardware-operation bracket (begin + end) --------------------
+# src/bin/bracket.rs. Instructions: callgrind, (Ir(100,001 rounds) - Ir(1 round)) / 100,000
+# (the runtime: 10,001 and 1, / 10,000); system calls: strace -c -f over ROUNDS brackets;
+# wall: median of REPS runs at 1 thread, and at 2 threads on 2 clients.
+BR=target/release/bracket
+bir() { # bir IMPL ROUNDS: instructions of one whole run
+  valgrind --tool=callgrind --callgrind-out-file=/dev/null "$BR" "$1" "$2" 2>&1 >/dev/null |
+    grep -o 'Collected : [0-9]*' | grep -o '[0-9]*$'
+}
+bper() { local a b; a=$(bir "$1" 1); b=$(bir "$1" $(($2 + 1))); echo $(((b - a) / $2)); }
+bsys() { # bsys IMPL ROUNDS: system calls per bracket (all kinds), from strace -c -f
+  local total
+  total=$(strace -f -c -o "$tmp/strace.$1" "$BR" "$1" "$2" >/dev/null 2>&1 &&
+    awk '$NF == "total" {print $(NF-2)}' "$tmp/strace.$1")
+  local base
+  base=$(strace -f -c -o "$tmp/strace0.$1" "$BR" "$1" 1 >/dev/null 2>&1 &&
+    awk '$NF == "total" {print $(NF-2)}' "$tmp/strace0.$1")
+  awk -v t="${total:-0}" -v b="${base:-0}" -v n="$2" 'BEGIN { v = (t - b) / n; if (v < 0) v = 0; printf "%.2f", v }'
+}
+cargo build -q --release -p pnp-compare --bin bracket
+BIMPLS=(atomic mutex core runtime)
+declare -A BROUNDS=([atomic]=20000000 [mutex]=5000000 [core]=1000000 [runtime]=100000)
+declare -A BINS BSYS BW1 BW2
+for imp in "${BIMPLS[@]}"; do
+  for ((rep = 0; rep < REPS; rep++)); do
+    "$BR" "$imp" "${BROUNDS[$imp]}" 1 | grep -o 'ns_per_bracket=[0-9.]*' | cut -d= -f2 >>"$tmp/bw1.$imp"
+    if [ "$imp" != core ]; then
+      "$BR" "$imp" "${BROUNDS[$imp]}" 2 | grep -o 'ns_per_bracket=[0-9.]*' | cut -d= -f2 >>"$tmp/bw2.$imp"
+    fi
+  done
+  BW1[$imp]=$(median "$tmp/bw1.$imp")
+  BW2[$imp]=$( [ -s "$tmp/bw2.$imp" ] && median "$tmp/bw2.$imp" || echo "-")
+  if [ $have_valgrind = 1 ]; then
+    if [ "$imp" = runtime ]; then BINS[$imp]=$(bper "$imp" 10000); else BINS[$imp]=$(bper "$imp" 100000); fi
+  else
+    BINS[$imp]="-"
+  fi
+  if command -v strace >/dev/null 2>&1; then BSYS[$imp]=$(bsys "$imp" 10000); else BSYS[$imp]="-"; fi
+done
+printf '\n## the hot path: one client hardware-operation bracket (begin + end), one device, 16 slots\n\n'
+command -v strace >/dev/null 2>&1 || skip "system calls per bracket: strace is not installed (apt-get install strace)"
+[ $have_valgrind = 1 ] || skip "instructions per bracket: valgrind is not installed"
+echo "| bracket | instructions | system calls | wall, 1 thread | wall, 2 threads on 2 clients | wall 2/1 |"
+echo "|---|---:|---:|---:|---:|---:|"
+bname() { case "$1" in
+  atomic) echo "AtomicUsize inc + dec (a remove lock)" ;;
+  mutex) echo "std Mutex lock + unlock, twice" ;;
+  core) echo "the core alone (Access + AccessDone, drained)" ;;
+  runtime) echo "the runtime (with(operation_begin) + with(operation_done))" ;;
+  esac; }
+for imp in "${BIMPLS[@]}"; do
+  if [ "${BW2[$imp]}" = - ]; then w2="- (one \`&mut\` machine)"; r2="-"; else
+    w2="${BW2[$imp]} ns"; r2=$(ratio "${BW2[$imp]}" "${BW1[$imp]}"); fi
+  echo "| $(bname "$imp") | $(num "${BINS[$imp]}") | ${BSYS[$imp]} | ${BW1[$imp]} ns | $w2 | $r2 |"
+done
+echo "runtime / remove lock: $(ratio "${BINS[runtime]}" "${BINS[atomic]}")x instructions," \
+  "$(ratio "${BW1[runtime]}" "${BW1[atomic]}")x wall (issue 21's target for a fast path: <= 30 instructions, 0 system calls, 2 threads <= 1.5x 1 thread)"
 
 # --- where pnp's instructions go (optional) ----------------------------------------------
 if [ "${COMPARE_PROFILE:-0}" = 1 ]; then
