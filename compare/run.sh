@@ -127,8 +127,8 @@ bsys() { # bsys IMPL ROUNDS: system calls per bracket (all kinds), from strace -
   awk -v t="${total:-0}" -v b="${base:-0}" -v n="$2" 'BEGIN { v = (t - b) / n; if (v < 0) v = 0; printf "%.2f", v }'
 }
 cargo build -q --release -p pnp-compare --bin bracket
-BIMPLS=(atomic mutex core runtime)
-declare -A BROUNDS=([atomic]=20000000 [mutex]=5000000 [core]=1000000 [runtime]=100000)
+BIMPLS=(atomic mutex core runtime gate)
+declare -A BROUNDS=([atomic]=20000000 [mutex]=5000000 [core]=1000000 [runtime]=100000 [gate]=20000000)
 declare -A BINS BSYS BW1 BW2
 for imp in "${BIMPLS[@]}"; do
   for ((rep = 0; rep < REPS; rep++)); do
@@ -156,6 +156,7 @@ bname() { case "$1" in
   mutex) echo "std Mutex lock + unlock, twice" ;;
   core) echo "the core alone (Access + AccessDone, drained)" ;;
   runtime) echo "the runtime (with(operation_begin) + with(operation_done))" ;;
+  gate) echo "the fast path's gate alone (Gate::begin + Gate::end; not yet wired to the machine)" ;;
   esac; }
 for imp in "${BIMPLS[@]}"; do
   if [ "${BW2[$imp]}" = - ]; then w2="- (one \`&mut\` machine)"; r2="-"; else

@@ -8,7 +8,10 @@
 //! * `core`: the sans-IO machine alone: `access` + `access_done`, outputs drained;
 //! * `runtime`: the shared owner runtime as the ports call it today:
 //!   `with(operation_begin)` + `with(operation_done)` under the owner lock, `StdKernel`,
-//!   `MonotonicClock`, `Dispatch::Inline`, a port that does nothing.
+//!   `MonotonicClock`, `Dispatch::Inline`, a port that does nothing;
+//! * `gate`: the fast path's mechanism alone, `Gate::begin` + `Gate::end` on the client's
+//!   own gate (open, as the machine leaves it while nothing needs a drain). Not yet
+//!   wired to the machine: the row shows what the mechanism costs.
 //!
 //! THREADS (default 1) threads each run ROUNDS brackets, thread `i` as client `i` (the
 //! `core` workload is single-threaded by construction: the machine is one `&mut`). Prints
@@ -25,7 +28,9 @@ use pnp_lifecycle::{
     queue_capacity, ClientHandle, ClientKind, Config, DeviceId, Epoch, Event, HardwareCommand,
     Input, Lifecycle, PhaseKind, RequestToken, StartResult, Tick,
 };
-use pnp_lifecycle_runtime::{Completion, Dispatch, MonotonicClock, Os, Runtime, StdKernel};
+use pnp_lifecycle_runtime::{
+    Completion, Dispatch, End, Gate, MonotonicClock, Os, Runtime, StdKernel,
+};
 
 const DEV: DeviceId = DeviceId(0);
 const CLIENTS: usize = 16;
@@ -98,6 +103,24 @@ fn mutex(rounds: u64, threads: usize) -> f64 {
         for _ in 0..rounds {
             *lock.lock().unwrap_or_else(|p| p.into_inner()) += 1;
             *lock.lock().unwrap_or_else(|p| p.into_inner()) -= 1;
+        }
+    })
+}
+
+fn gate(rounds: u64, threads: usize) -> f64 {
+    let gates: Vec<Gate> = (0..threads).map(|_| Gate::new()).collect();
+    for (i, g) in gates.iter().enumerate() {
+        let _ = g.open(i as u16, Epoch(0));
+    }
+    timed(threads, rounds, |t| {
+        let Some(g) = gates.get(t) else { return };
+        for _ in 0..rounds {
+            let Some(ticket) = black_box(g).begin(t as u16, Epoch(0)) else {
+                fail("gate", "shut")
+            };
+            if g.end(ticket) != End::Fast {
+                fail("gate", "carried");
+            }
         }
     })
 }
@@ -184,7 +207,7 @@ fn runtime(rounds: u64, threads: usize) -> f64 {
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let usage = "usage: bracket (atomic|mutex|core|runtime) ROUNDS [THREADS]";
+    let usage = "usage: bracket (atomic|mutex|core|runtime|gate) ROUNDS [THREADS]";
     let num = |i: usize, default: u64| -> u64 {
         args.get(i).map_or(default, |s| {
             s.parse()
@@ -202,6 +225,7 @@ fn main() {
         "core" if threads == 1 => core(rounds),
         "core" => fail(usage, "core is one &mut machine: one thread"),
         "runtime" => runtime(rounds, threads),
+        "gate" => gate(rounds, threads),
         _ => fail(usage, format!("unknown IMPL {imp:?}")),
     };
     println!("impl={imp} rounds={rounds} threads={threads} ns_per_bracket={ns:.1}");

@@ -50,6 +50,7 @@ extern crate alloc;
 #[cfg(feature = "std")]
 extern crate std;
 
+mod fast;
 mod owner;
 mod runtime;
 #[cfg(feature = "shuttle")]
@@ -57,6 +58,7 @@ mod shuttle_kernel;
 #[cfg(feature = "std")]
 mod std_kernel;
 
+pub use fast::{AtomicWord, End, Gate, Ticket};
 pub use owner::{Completion, ContextId, Done, News, Os, Owner, Work};
 pub use runtime::{carry_out, Clock, Dispatch, Kernel, Monitor, Runtime, WouldDeadlock};
 #[cfg(feature = "shuttle")]
