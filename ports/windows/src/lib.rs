@@ -34,7 +34,7 @@
 //! [`WindowsOs`]; tests wrap it to record what happened).
 
 #![forbid(unsafe_code)]
-#![deny(missing_docs)]
+#![deny(missing_docs, missing_debug_implementations)]
 
 mod driver;
 mod ntstatus;

@@ -19,6 +19,7 @@ impl Hal for Hw {
     fn shutdown(&self, _: DeviceId) {}
     fn release(&self, _: DeviceId) {}
     fn client_op(&self, _: DeviceId, _: ClientHandle) {}
+    fn cut_client(&self, _: DeviceId, _: ClientHandle) {}
 }
 
 fn irp(driver: &Driver, minor: PnpMinor, token: u32) -> (Arc<Irp>, NtStatus) {
@@ -174,6 +175,7 @@ fn stop_waits_for_a_hardware_operation_and_cannot_pause_vetoes_query_stop() {
             std::thread::sleep(std::time::Duration::from_millis(50));
             self.in_op.store(false, Ordering::SeqCst);
         }
+        fn cut_client(&self, _: DeviceId, _: ClientHandle) {}
     }
     let hal = Arc::new(SlowOp {
         in_op: AtomicBool::new(false),
@@ -220,6 +222,7 @@ impl Hal for ResetFails {
     fn shutdown(&self, _: DeviceId) {}
     fn release(&self, _: DeviceId) {}
     fn client_op(&self, _: DeviceId, _: ClientHandle) {}
+    fn cut_client(&self, _: DeviceId, _: ClientHandle) {}
     fn invalidate_device_state(&self, _: DeviceId) {
         self.invalidations
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);

@@ -33,6 +33,7 @@ impl Hal for Hw {
     fn shutdown(&self, _: DeviceId) {}
     fn release(&self, _: DeviceId) {}
     fn client_op(&self, _: DeviceId, _: ClientHandle) {}
+    fn cut_client(&self, _: DeviceId, _: ClientHandle) {}
 }
 
 struct Rig {
@@ -213,6 +214,7 @@ fn rebalance_is_suspend_d0_exit_release_then_prepare_d0_entry_restart() {
     assert_eq!(
         rig.steps(),
         [
+            QueryStop,
             SelfManagedIoSuspend,
             D0Exit(FINAL),
             ReleaseHardware,
@@ -232,6 +234,7 @@ fn orderly_removal_from_d0_ends_with_flush_and_cleanup_before_the_irp_completes(
     assert_eq!(
         rig.steps(),
         [
+            QueryRemove,
             SelfManagedIoSuspend,
             D0Exit(FINAL),
             ReleaseHardware,
@@ -241,21 +244,101 @@ fn orderly_removal_from_d0_ends_with_flush_and_cleanup_before_the_irp_completes(
     );
 }
 
+/// Issue 22, item 7: KMDF's surprise removal in D0 (`WdfDevStatePnpSurpriseRemoveIoStarted`
+/// then the failed path's power-down): `EvtDeviceSurpriseRemoval` →
+/// `SelfManagedIoSuspend` → `D0Exit(D3Final)` → `ReleaseHardware`, then on remove
+/// `Flush` → `Cleanup`. The port used to skip `D0Exit` (it followed the core, which
+/// commands no `Shutdown` for a vanished device).
 #[test]
-fn surprise_removal_in_d0_suspends_touches_no_register_and_releases() {
+fn surprise_removal_in_d0_is_surprise_removal_suspend_d0_exit_release_flush_cleanup() {
     let rig = Rig::started();
     assert_eq!(rig.irp(PnpMinor::SurpriseRemoval), NtStatus::SUCCESS);
     assert_eq!(rig.irp(PnpMinor::RemoveDevice), NtStatus::SUCCESS);
-    // No D0Exit: the core commanded no Shutdown (the hardware is gone).
     assert_eq!(
         rig.steps(),
         [
+            SurpriseRemoval,
             SelfManagedIoSuspend,
+            D0Exit(FINAL),
             ReleaseHardware,
             SelfManagedIoFlush,
             SelfManagedIoCleanup
         ]
     );
+    use HardwareCommand::*;
+    assert_eq!(
+        rig.commands(),
+        [Start, ReleaseResources],
+        "the core commanded no register access: D0Exit is KMDF's, told the device is gone"
+    );
+}
+
+/// Issue 22, item 7: a failed `EvtDevicePrepareHardware` is undone by
+/// `EvtDeviceReleaseHardware` at once (KMDF's `WdfDevStatePnpFailedOwnHardware`); the
+/// removal that follows releases nothing twice.
+#[test]
+fn a_failed_prepare_hardware_is_followed_by_release_hardware() {
+    let rig = Rig::added();
+    rig.kmdf.fail_next_prepare();
+    assert_ne!(rig.irp(PnpMinor::StartDevice), NtStatus::SUCCESS);
+    assert_eq!(rig.steps(), [PrepareHardware, ReleaseHardware]);
+    assert_eq!(rig.irp(PnpMinor::RemoveDevice), NtStatus::SUCCESS);
+    assert_eq!(rig.steps(), [PrepareHardware, ReleaseHardware]);
+}
+
+/// Issue 22, item 7: system shutdown (S5) leaves D0 for good: `D0Exit(WdfPowerDeviceD3Final)`;
+/// a system sleep (S1..S4) `D0Exit(D3)`.
+#[test]
+fn system_shutdown_s5_is_d0_exit_to_d3_final() {
+    for (state, target) in [(S::S5, FINAL), (S::S4, D3), (S::S1, D3)] {
+        let rig = Rig::started();
+        assert_eq!(rig.irp(set(PowerState::System(state))), NtStatus::SUCCESS);
+        assert_eq!(
+            rig.steps(),
+            [SelfManagedIoSuspend, D0Exit(target)],
+            "{state:?}"
+        );
+    }
+}
+
+/// Issue 22, item 7: an idle power-down to D1 or D2 is `D0Exit(D1)` / `D0Exit(D2)`, and the
+/// power-up's `D0Entry` reports the state the device left D0 for.
+#[test]
+fn an_idle_power_down_to_d1_or_d2_and_d0_entry_reports_the_state_left() {
+    for (state, wdf) in [
+        (D::D1, WdfPowerDeviceState::D1),
+        (D::D2, WdfPowerDeviceState::D2),
+        (D::D3, D3),
+    ] {
+        let rig = Rig::started();
+        assert_eq!(rig.irp(set(PowerState::Device(state))), NtStatus::SUCCESS);
+        assert_eq!(rig.irp(d0()), NtStatus::SUCCESS);
+        assert_eq!(
+            rig.steps(),
+            [
+                SelfManagedIoSuspend,
+                D0Exit(wdf),
+                D0Entry(wdf),
+                SelfManagedIoRestart
+            ],
+            "{state:?}"
+        );
+    }
+}
+
+/// Issue 22, item 7: `EvtDeviceQueryRemove` / `EvtDeviceQueryStop` veto the query
+/// themselves: the IRP fails with the driver's status and the core never sees it.
+#[test]
+fn the_driver_vetoes_query_remove_and_query_stop_before_the_core() {
+    let rig = Rig::started();
+    rig.kmdf.veto_queries(true);
+    assert_eq!(rig.irp(PnpMinor::QueryRemoveDevice), NtStatus::DEVICE_BUSY);
+    assert_eq!(rig.irp(PnpMinor::QueryStopDevice), NtStatus::DEVICE_BUSY);
+    assert_eq!(rig.phase(), Some(PhaseKind::Running));
+    assert_eq!(rig.steps(), [QueryRemove, QueryStop]);
+    rig.kmdf.veto_queries(false);
+    assert_eq!(rig.irp(PnpMinor::QueryStopDevice), NtStatus::SUCCESS);
+    assert_eq!(rig.phase(), Some(PhaseKind::StopPending));
 }
 
 #[test]
@@ -268,7 +351,12 @@ fn surprise_removal_in_dx_repeats_no_power_down_step() {
     assert_eq!(rig.irp(PnpMinor::RemoveDevice), NtStatus::SUCCESS);
     assert_eq!(
         rig.steps(),
-        [ReleaseHardware, SelfManagedIoFlush, SelfManagedIoCleanup]
+        [
+            SurpriseRemoval,
+            ReleaseHardware,
+            SelfManagedIoFlush,
+            SelfManagedIoCleanup
+        ]
     );
     use HardwareCommand::*;
     assert_eq!(
@@ -287,7 +375,12 @@ fn orderly_removal_from_dx_releases_without_powering_up() {
     assert_eq!(rig.irp(PnpMinor::RemoveDevice), NtStatus::SUCCESS);
     assert_eq!(
         rig.steps(),
-        [ReleaseHardware, SelfManagedIoFlush, SelfManagedIoCleanup]
+        [
+            QueryRemove,
+            ReleaseHardware,
+            SelfManagedIoFlush,
+            SelfManagedIoCleanup
+        ]
     );
     use HardwareCommand::*;
     assert_eq!(
