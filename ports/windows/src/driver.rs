@@ -44,7 +44,8 @@ impl RemoveLockState {
     }
 
     /// The first half of `IoReleaseRemoveLockAndWait`: mark removed, release the caller's
-    /// acquisition and the bias. The caller then waits for [`Self::idle`].
+    /// acquisition and the bias. The port does not then wait for [`Self::idle`] (a wait
+    /// without a deadline): the core drains and fences what is in flight.
     pub fn release_for_remove(&mut self) {
         self.removed = true;
         self.count = self.count.saturating_sub(2);

@@ -547,3 +547,56 @@ fn an_access_waiting_for_a_power_up_times_out() {
     assert_eq!(access.join().unwrap(), Err(NtStatus::IO_TIMEOUT));
     gate.wait();
 }
+
+/// Issue 22, item 6 (needs a core change; see the README, "Power IRPs the core refuses"):
+/// a driver must not fail `IRP_MN_SET_POWER` to D0. After an idle D3 and a query stop
+/// (a rebalance that follows an idle power-down), the power-up is refused by the core
+/// (`TABLE[StopPending][PowerUp]` = Refuse, `Device::power_up`'s fall-through) and the
+/// device stays in D3 until `IRP_MN_CANCEL_STOP_DEVICE`.
+#[test]
+#[ignore = "the core refuses PowerUp in StopPending (issue 22 item 6): a core change"]
+fn set_power_d0_after_query_stop_in_d3_powers_the_device_up() {
+    let rig = Rig::started();
+    assert_eq!(rig.irp(idle_d3()), NtStatus::SUCCESS);
+    assert_eq!(rig.irp(PnpMinor::QueryStopDevice), NtStatus::SUCCESS);
+    rig.kmdf.clear();
+    assert_eq!(rig.irp(d0()), NtStatus::SUCCESS);
+    assert_eq!(rig.steps(), [D0Entry(D3), SelfManagedIoRestart]);
+}
+
+/// Issue 22, item 6 (needs a core change): `IRP_MN_SET_POWER` to a system sleep (an S-IRP
+/// no driver may fail) or the power policy owner's D3 is failed while a query remove is
+/// pending (`TABLE[RemovePending][PowerDown]` = Refuse).
+#[test]
+#[ignore = "the core refuses PowerDown in RemovePending (issue 22 item 6): a core change"]
+fn set_power_s3_or_d3_while_a_query_remove_is_pending_is_not_failed() {
+    for minor in [sleep_s3(), idle_d3()] {
+        let rig = Rig::started();
+        assert_eq!(rig.irp(PnpMinor::QueryRemoveDevice), NtStatus::SUCCESS);
+        rig.kmdf.clear();
+        assert_eq!(rig.irp(minor), NtStatus::SUCCESS, "{minor:?}");
+        assert_eq!(rig.steps(), [SelfManagedIoSuspend, D0Exit(D3)]);
+    }
+}
+
+/// Issue 22, item 6: `IRP_MN_QUERY_POWER` is answered from the table's disposition, which
+/// is approximate where a handler decides on its data: during a reset cycle an idle
+/// power-down is vetoed by `Device::power_down`, but the table says Handle, so the query
+/// succeeds. The core has no side-effect-free "would this power-down be accepted" (DESIGN
+/// r3, "Asking changes nothing"); once it has, the port answers from it.
+#[test]
+#[ignore = "the core has no side-effect-free power-down query (issue 22 item 6)"]
+fn query_power_during_a_reset_cycle_agrees_with_the_set() {
+    let rig = Rig::started();
+    let (iface, _events) = client(&rig.driver);
+    iface.reset_request().unwrap(); // never answered: the cycle stays in Quiescing
+    assert_eq!(rig.phase(), Some(PhaseKind::Quiescing));
+    let query = PnpMinor::QueryPower(PowerState::Device(D::D3));
+    let asked = rig.irp(query);
+    assert_eq!(rig.irp(idle_d3()), NtStatus::DEVICE_BUSY);
+    assert_eq!(
+        asked,
+        NtStatus::DEVICE_BUSY,
+        "the query's answer is the set's"
+    );
+}
