@@ -182,8 +182,9 @@ impl<K: Kernel, O: WindowsVocabulary<K>> Driver<K, O> {
     /// the notification thread), else the status it was completed with. Each IRP is
     /// completed exactly once. `IRP_MN_REMOVE_DEVICE` never blocks: it marks the remove
     /// lock removed (later holders get `STATUS_DELETE_PENDING`) and the core drains what
-    /// is in flight, fencing what overruns its deadline; it completes when the core did. A power minor code
-    /// is completed with `STATUS_INVALID_DEVICE_REQUEST` (it is [`Self::dispatch_power`]'s).
+    /// is in flight, fencing what overruns its deadline; it completes when the core did.
+    /// A power minor code is completed with `STATUS_INVALID_DEVICE_REQUEST` (it is
+    /// [`Self::dispatch_power`]'s).
     pub fn dispatch_pnp(&self, irp: &Arc<Irp<K>>) -> NtStatus {
         self.dispatch(irp, false)
     }

@@ -2,10 +2,10 @@
 //!
 //! The Windows port of [`pnp_lifecycle`]: a model of the WDM/KMDF vocabulary to build a
 //! real driver's glue on, running on `std` threads; not a kernel driver. Windows
-//! vocabulary over the shared owner runtime ([`pnp_lifecycle_runtime`]). The runtime owns the concurrency (one
-//! lock around the machine, work carried out in the machine's order by the notification
-//! thread, waits that refuse instead of deadlocking, fences); the core owns every
-//! lifecycle rule. What is left here is particular to Windows:
+//! vocabulary over the shared owner runtime ([`pnp_lifecycle_runtime`]). The runtime owns
+//! the concurrency (one lock around the machine, work carried out in the machine's order
+//! by the notification thread, waits that refuse instead of deadlocking, fences); the core
+//! owns every lifecycle rule. What is left here is particular to Windows:
 //!
 //! * [`Driver::dispatch_pnp`]: the `IRP_MJ_PNP` dispatch ([`PnpMinor`]). Each [`Irp`] is the
 //!   runtime's request, completed exactly once with the [`NtStatus`] of the core's
