@@ -7,16 +7,19 @@
 pub mod kmdf;
 pub mod planted;
 pub mod race;
+pub mod scenarios;
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use pnp_lifecycle::{
     ClientHandle, ClientKind, Config, DeviceId, Event, HardwareCommand, Input, ResetResult,
     StartResult, Tick,
 };
-use pnp_lifecycle_runtime::{Completion, Kernel, ManualClock, Monitor, News, Os, ShuttleKernel};
+use pnp_lifecycle_runtime::{
+    Completion, Kernel, ManualClock, Monitor, News, Os, ShuttleKernel, ShuttleMonitor,
+};
 use pnp_lifecycle_windows::{
     Callback, Driver, Hal, Irp, MlxInterface, NtStatus, PnpMinor, WindowsOs, WindowsVocabulary,
 };
@@ -55,6 +58,12 @@ impl<O> Recorded<O> {
     /// Record around `inner`.
     pub fn new(inner: O, log: Log, ids: Ids) -> Self {
         Recorded { inner, log, ids }
+    }
+}
+
+impl<K: Kernel, O: WindowsVocabulary<K>> WindowsVocabulary<K> for Recorded<O> {
+    fn windows(&self) -> &WindowsOs<K> {
+        self.inner.windows()
     }
 }
 
@@ -100,15 +109,41 @@ impl<O: Os> Os for Recorded<O> {
     }
 }
 
+/// What a client's next operation does once it touched the hardware ([`TestHal::hold`]).
+#[derive(Debug, Clone)]
+pub enum Hold {
+    /// It never ends by itself (a process spinning on its doorbell page): it waits until
+    /// its path is cut ([`Hal::cut_client`]), then its last access hits nothing.
+    Stuck,
+    /// It waits until `gate` opens, then touches the hardware `touches` more times (an
+    /// operation still running when its client's fence overran).
+    Until(Arc<ShuttleMonitor<bool>>, usize),
+}
+
+/// The hardware as clients reach it: a reset in progress, released resources, and the
+/// clients whose path was cut (their accesses hit nothing).
+#[derive(Debug, Default)]
+struct Hw {
+    resetting: bool,
+    released: bool,
+    cut: Vec<ClientHandle>,
+    missed: usize,
+    holds: Vec<(ClientHandle, Hold)>,
+}
+
 /// Hardware that logs each client operation and yields inside it (and inside a reset) so
-/// the scheduler can run others meanwhile. A client operation while the hardware resets
-/// panics (the device would be touched mid-reset: I12 seen from the hardware).
+/// the scheduler can run others meanwhile. An operation touches the hardware as it begins
+/// and as it ends (and, held, in between). A touch while the hardware resets, or after its
+/// resources were released, panics (I12 seen from the hardware) — unless the client's path
+/// was cut first: then the touch hits nothing (an unmapped page), and is counted.
 pub struct TestHal {
     log: Log,
     ids: Ids,
     yields: usize,
     reset: ResetResult,
-    resetting: AtomicBool,
+    hw: Mutex<Hw>,
+    /// Bumped on every cut: a [`Hold::Stuck`] operation waits on it (shuttle only).
+    cuts: Mutex<Option<Arc<ShuttleMonitor<usize>>>>,
     invalidations: AtomicUsize,
 }
 
@@ -121,7 +156,8 @@ impl TestHal {
             ids,
             yields,
             reset,
-            resetting: AtomicBool::new(false),
+            hw: Mutex::new(Hw::default()),
+            cuts: Mutex::new(None),
             invalidations: AtomicUsize::new(0),
         }
     }
@@ -131,36 +167,113 @@ impl TestHal {
         self.invalidations.load(Ordering::SeqCst)
     }
 
+    /// `client`'s next operation is held as `hold` says (under shuttle only).
+    pub fn hold(&self, client: ClientHandle, hold: Hold) {
+        self.cuts
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get_or_insert_with(|| Arc::new(ShuttleMonitor::new(0)));
+        self.hw().holds.push((client, hold));
+    }
+
+    /// Whether `client`'s path was cut.
+    pub fn is_cut(&self, client: ClientHandle) -> bool {
+        self.hw().cut.contains(&client)
+    }
+
+    /// Accesses that hit nothing because their client's path was cut.
+    pub fn missed(&self) -> usize {
+        self.hw().missed
+    }
+
+    fn hw(&self) -> std::sync::MutexGuard<'_, Hw> {
+        self.hw.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     fn pause(&self) {
         for _ in 0..self.yields {
             shuttle::thread::yield_now();
         }
     }
+
+    /// One access of `client` to the hardware, atomic with the cut and the reset.
+    fn touch(&self, client: ClientHandle, id: u32) {
+        let mut hw = self.hw();
+        if hw.cut.contains(&client) {
+            hw.missed += 1;
+            return;
+        }
+        assert!(
+            !hw.resetting,
+            "I12 (hardware): client {id}'s access while the hardware resets"
+        );
+        assert!(
+            !hw.released,
+            "client {id}'s access after the hardware was released"
+        );
+    }
 }
 
 impl Hal for TestHal {
     fn start(&self, _: DeviceId) -> StartResult {
+        self.hw().released = false;
         StartResult::Started
     }
     fn reset(&self, _: DeviceId) -> ResetResult {
-        self.resetting.store(true, Ordering::SeqCst);
+        self.hw().resetting = true;
         for _ in 0..4 {
             self.pause(); // a reset takes longer than an operation
         }
-        self.resetting.store(false, Ordering::SeqCst);
+        self.hw().resetting = false;
         self.reset
     }
     fn shutdown(&self, _: DeviceId) {}
-    fn release(&self, _: DeviceId) {}
+    fn release(&self, _: DeviceId) {
+        self.hw().released = true;
+    }
     fn client_op(&self, device: DeviceId, client: ClientHandle) {
-        let client = self.ids.of(client);
-        self.log.push(Obs::OperationBegin { client, device });
-        assert!(
-            !self.resetting.load(Ordering::SeqCst),
-            "I12 (hardware): client {client}'s operation while the hardware resets"
-        );
+        let id = self.ids.of(client);
+        self.log.push(Obs::OperationBegin { client: id, device });
+        self.touch(client, id);
         self.pause();
-        self.log.push(Obs::OperationEnd { client, device });
+        let hold = {
+            let mut hw = self.hw();
+            let at = hw.holds.iter().position(|(c, _)| *c == client);
+            at.map(|i| hw.holds.swap_remove(i).1)
+        };
+        match hold {
+            Some(Hold::Stuck) => {
+                let cuts = self
+                    .cuts
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .clone();
+                if let Some(cuts) = cuts {
+                    cuts.wait_until(|_| self.is_cut(client).then_some(()));
+                }
+            }
+            Some(Hold::Until(gate, touches)) => {
+                gate.wait_until(|open| open.then_some(()));
+                for _ in 0..touches {
+                    self.touch(client, id);
+                    self.pause();
+                }
+            }
+            None => {}
+        }
+        self.touch(client, id);
+        self.log.push(Obs::OperationEnd { client: id, device });
+    }
+    fn cut_client(&self, _: DeviceId, client: ClientHandle) {
+        self.hw().cut.push(client);
+        let cuts = self
+            .cuts
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        if let Some(cuts) = cuts {
+            cuts.with(|n| *n += 1);
+        }
     }
     fn invalidate_device_state(&self, _: DeviceId) {
         self.invalidations.fetch_add(1, Ordering::SeqCst);
@@ -194,7 +307,11 @@ pub struct World<K: Kernel = ShuttleKernel, O: WindowsVocabulary<K> = RecordedOs
     /// The hardware.
     pub hal: Arc<TestHal>,
     irps: Mutex<Vec<Arc<Irp<K>>>>,
+    dispatch: Mutex<Option<PnpDispatch<K, O>>>,
 }
+
+/// A substitute for [`Driver::dispatch_pnp`] (a planted fault's).
+pub type PnpDispatch<K, O> = fn(&Driver<K, O>, &Arc<Irp<K>>) -> NtStatus;
 
 impl World {
     /// A started world on the recording vocabulary, under shuttle.
@@ -244,6 +361,7 @@ impl<K: Kernel, O: WindowsVocabulary<K>> World<K, O> {
             kmdf,
             hal: test_hal,
             irps: Mutex::new(Vec::new()),
+            dispatch: Mutex::new(None),
         });
         world.driver.add_device(DEV).expect("AddDevice");
         assert_eq!(world.pnp(PnpMinor::StartDevice), NtStatus::SUCCESS);
@@ -269,8 +387,11 @@ impl<K: Kernel, O: WindowsVocabulary<K>> World<K, O> {
         let irp =
             Arc::clone(&self.irps.lock().unwrap_or_else(PoisonError::into_inner)[id as usize]);
         self.log.push(Obs::RequestSent { id });
+        let dispatch = *self.dispatch.lock().unwrap_or_else(PoisonError::into_inner);
         if minor.is_power() {
             self.driver.dispatch_power(&irp);
+        } else if let Some(dispatch) = dispatch {
+            dispatch(&self.driver, &irp);
         } else {
             self.driver.dispatch_pnp(&irp);
         }
@@ -280,6 +401,11 @@ impl<K: Kernel, O: WindowsVocabulary<K>> World<K, O> {
             success: status.is_success(),
         });
         status
+    }
+
+    /// From now on, PnP IRPs go through `dispatch` instead of [`Driver::dispatch_pnp`].
+    pub fn set_pnp_dispatch(&self, dispatch: PnpDispatch<K, O>) {
+        *self.dispatch.lock().unwrap_or_else(PoisonError::into_inner) = Some(dispatch);
     }
 
     /// Register a client whose callback queues each event, then runs `hook`.

@@ -31,6 +31,7 @@ impl Hal for PrintingHal {
         println!("[hal]      release resources of device {}", device.0);
     }
     fn client_op(&self, _: DeviceId, _: ClientHandle) {}
+    fn cut_client(&self, _: DeviceId, _: ClientHandle) {}
 }
 
 type Inbox = Arc<(Mutex<Vec<Event>>, Condvar)>;

@@ -2,9 +2,10 @@
 
 use std::sync::Arc;
 
+use pnp_lifecycle::table::{disposition, Disposition};
 use pnp_lifecycle::{
-    AccessAnswer, ClientHandle, ClientKind, Config, DeviceId, Epoch, Input, LinkState, PhaseKind,
-    PhysPort, PortCaps, Reply, ResetAnswer, Tick, Unregistered,
+    AccessAnswer, ClientHandle, ClientKind, Config, DeviceId, Epoch, Input, InputKind, LinkState,
+    PhaseKind, PhysPort, PortCaps, Reply, ResetAnswer, Tick, Unregistered,
 };
 use pnp_lifecycle_runtime::{Clock, Dispatch, Kernel, Monitor, MonotonicClock, StdKernel};
 
@@ -43,7 +44,8 @@ impl RemoveLockState {
     }
 
     /// The first half of `IoReleaseRemoveLockAndWait`: mark removed, release the caller's
-    /// acquisition and the bias. The caller then waits for [`Self::idle`].
+    /// acquisition and the bias. The port does not then wait for [`Self::idle`] (a wait
+    /// without a deadline): the core drains and fences what is in flight.
     pub fn release_for_remove(&mut self) {
         self.removed = true;
         self.count = self.count.saturating_sub(2);
@@ -70,6 +72,14 @@ pub struct Driver<K: Kernel = StdKernel, O: WindowsVocabulary<K> = WindowsOs<K>>
     runtime: Arc<WinRuntime<O, K>>,
     locks: Arc<K::Monitor<Locks>>,
     hal: Arc<dyn Hal>,
+}
+
+impl<K: Kernel, O: WindowsVocabulary<K>> std::fmt::Debug for Driver<K, O> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Driver")
+            .field("os", self.runtime.os().windows())
+            .finish_non_exhaustive()
+    }
 }
 
 impl<K: Kernel, O: WindowsVocabulary<K>> Clone for Driver<K, O> {
@@ -170,9 +180,11 @@ impl<K: Kernel, O: WindowsVocabulary<K>> Driver<K, O> {
 
     /// The `IRP_MJ_PNP` dispatch. Returns `STATUS_PENDING` if the IRP completes later (on
     /// the notification thread), else the status it was completed with. Each IRP is
-    /// completed exactly once. `IRP_MN_REMOVE_DEVICE` blocks in `IoReleaseRemoveLockAndWait`
-    /// until every remove-lock holder released before the core sees it. A power minor code
-    /// is completed with `STATUS_INVALID_DEVICE_REQUEST` (it is [`Self::dispatch_power`]'s).
+    /// completed exactly once. `IRP_MN_REMOVE_DEVICE` never blocks: it marks the remove
+    /// lock removed (later holders get `STATUS_DELETE_PENDING`) and the core drains what
+    /// is in flight, fencing what overruns its deadline; it completes when the core did.
+    /// A power minor code is completed with `STATUS_INVALID_DEVICE_REQUEST` (it is
+    /// [`Self::dispatch_power`]'s).
     pub fn dispatch_pnp(&self, irp: &Arc<Irp<K>>) -> NtStatus {
         self.dispatch(irp, false)
     }
@@ -191,29 +203,55 @@ impl<K: Kernel, O: WindowsVocabulary<K>> Driver<K, O> {
             irp.complete(NtStatus::INVALID_DEVICE_REQUEST);
             return NtStatus::INVALID_DEVICE_REQUEST;
         }
-        let (device, remove) = (irp.device, irp.minor == PnpMinor::RemoveDevice);
-        let entered = self.lock(device, |l| {
-            l.acquire()?;
-            if remove {
-                l.release_for_remove();
+        let (device, minor) = (irp.device, irp.minor);
+        let kmdf = self.runtime.os().windows().kmdf();
+        // KMDF's `EvtDeviceQueryRemove` / `QueryStop`: the driver's own veto comes first.
+        let stop = match minor {
+            PnpMinor::QueryRemoveDevice => Some(false),
+            PnpMinor::QueryStopDevice => Some(true),
+            _ => None,
+        };
+        if let Some(veto) = kmdf.zip(stop).and_then(|(k, stop)| k.veto(device, stop)) {
+            irp.complete(veto);
+            return veto;
+        }
+        let remove = minor == PnpMinor::RemoveDevice;
+        // `IRP_MN_REMOVE_DEVICE` marks the remove lock removed (no new holder) and goes to
+        // the core at once, without waiting for the holders: every holder that can last is
+        // a hardware operation the core counts, and its drain, deadline and fence end it
+        // (the fence cuts the client's path: `Hal::cut_client`). Waiting here, with no
+        // deadline, let one stuck operation block the remove forever (issue 22, item 2).
+        let entered = self.runtime.with(|owner, now| {
+            self.lock(device, |l| {
+                l.acquire()?;
+                if remove {
+                    l.release_for_remove();
+                }
+                Ok(())
+            })?;
+            if minor == PnpMinor::SurpriseRemoval {
+                let phase = owner.machine().phase(device).unwrap_or(PhaseKind::Absent);
+                if let (Some(k), Disposition::Handle) =
+                    (kmdf, disposition(phase, InputKind::SurpriseRemoval))
+                {
+                    k.surprise_removed(device);
+                }
             }
-            Ok(())
+            let status = feed_irp(owner, now, Arc::clone(irp));
+            if let (Some(k), PnpMinor::SetPower(state), NtStatus::PENDING) = (kmdf, minor, status) {
+                if let Some(target) = state.wdf_target() {
+                    k.power_target(device, target);
+                }
+            }
+            if !remove {
+                self.release(device);
+            }
+            Ok(status)
         });
-        if let Err(status) = entered {
+        entered.unwrap_or_else(|status| {
             irp.complete(status);
-            return status;
-        }
-        if remove {
-            let slot = usize::from(device.0);
-            self.locks.wait_until(|l| l[slot].idle().then_some(()));
-        }
-        let status = self
-            .runtime
-            .with(|owner, now| feed_irp(owner, now, Arc::clone(irp)));
-        if !remove {
-            self.release(device);
-        }
-        status
+            status
+        })
     }
 
     /// `IRP_MN_QUERY_PNP_DEVICE_STATE`: `PNP_DEVICE_FAILED` while the core holds the device
@@ -310,6 +348,15 @@ pub struct MlxInterface<K: Kernel = StdKernel, O: WindowsVocabulary<K> = Windows
     driver: Driver<K, O>,
     handle: ClientHandle,
     epoch: Epoch,
+}
+
+impl<K: Kernel, O: WindowsVocabulary<K>> std::fmt::Debug for MlxInterface<K, O> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MlxInterface")
+            .field("handle", &self.handle)
+            .field("epoch", &self.epoch)
+            .finish_non_exhaustive()
+    }
 }
 
 impl<K: Kernel, O: WindowsVocabulary<K>> Clone for MlxInterface<K, O> {

@@ -1,18 +1,22 @@
 //! # pnp-lifecycle-windows
 //!
-//! The Windows (WDM/KMDF-shaped) port of [`pnp_lifecycle`]: Windows vocabulary over the
-//! shared owner runtime ([`pnp_lifecycle_runtime`]). The runtime owns the concurrency (one
-//! lock around the machine, work carried out in the machine's order by the notification
-//! thread, waits that refuse instead of deadlocking, fences); the core owns every
-//! lifecycle rule. What is left here is particular to Windows:
+//! The Windows port of [`pnp_lifecycle`]: a model of the WDM/KMDF vocabulary to build a
+//! real driver's glue on, running on `std` threads; not a kernel driver. Windows
+//! vocabulary over the shared owner runtime ([`pnp_lifecycle_runtime`]). The runtime owns
+//! the concurrency (one lock around the machine, work carried out in the machine's order
+//! by the notification thread, waits that refuse instead of deadlocking, fences); the core
+//! owns every lifecycle rule. What is left here is particular to Windows:
 //!
 //! * [`Driver::dispatch_pnp`]: the `IRP_MJ_PNP` dispatch ([`PnpMinor`]). Each [`Irp`] is the
 //!   runtime's request, completed exactly once with the [`NtStatus`] of the core's
 //!   completion or refusal. `IRP_MN_SURPRISE_REMOVAL` is completed behind the outputs it
 //!   caused. The core's token of an IRP is minted by the runtime, so IRPs are never confused.
 //! * The remove lock ([`RemoveLockState`]) brackets every client call and hardware
-//!   operation; `IRP_MN_REMOVE_DEVICE` drains it first (`IoReleaseRemoveLockAndWait`);
-//!   `AddDevice` re-initialises it.
+//!   operation; `IRP_MN_REMOVE_DEVICE` marks it removed and goes to the core at once (the
+//!   core drains operations in flight with a deadline, then fences); `AddDevice`
+//!   re-initialises it.
+//! * A fence cuts the client's path to the hardware ([`Hal::cut_client`]) before any
+//!   hardware command it let go ahead.
 //! * `IRP_MJ_CREATE` / `IRP_MJ_CLOSE` ([`Driver::dispatch_create`]): the core's hold.
 //! * A failed device: `IoInvalidateDeviceState` ([`Hal::invalidate_device_state`]), and
 //!   `IRP_MN_QUERY_PNP_DEVICE_STATE` answered by asking the core
@@ -34,7 +38,7 @@
 //! [`WindowsOs`]; tests wrap it to record what happened).
 
 #![forbid(unsafe_code)]
-#![deny(missing_docs)]
+#![deny(missing_docs, missing_debug_implementations)]
 
 mod driver;
 mod ntstatus;

@@ -178,6 +178,13 @@ pub trait Hal: Send + Sync {
     fn release(&self, device: DeviceId);
     /// A client's hardware operation (under the remove lock and the core's grant).
     fn client_op(&self, device: DeviceId, client: ClientHandle);
+    /// Cut `client`'s path to the hardware: unmap its doorbell pages and BAR window (as
+    /// uverbs' disassociate zaps a process's mappings), so that whatever of its code still
+    /// runs reaches nothing. Called once the core fenced the client (`FenceDone` fed), on
+    /// the device's notification lane before any hardware command that fence let go ahead
+    /// (a reset, a stop, the teardown). When it returns, no access of `client` may reach
+    /// the device any more.
+    fn cut_client(&self, device: DeviceId, client: ClientHandle);
     /// `IoInvalidateDeviceState`: the device failed; the PnP manager will send
     /// `IRP_MN_QUERY_PNP_DEVICE_STATE`. Default: nothing.
     fn invalidate_device_state(&self, device: DeviceId) {
@@ -185,10 +192,18 @@ pub trait Hal: Send + Sync {
     }
 }
 
-/// An [`Os`] speaking this port's vocabulary: [`WindowsOs`], or a wrapper of it.
-pub trait WindowsVocabulary<K: Kernel>: Os<Callback = Callback, Request = Arc<Irp<K>>> {}
+/// An [`Os`] speaking this port's vocabulary: [`WindowsOs`], or a wrapper of it (which
+/// hands out the [`WindowsOs`] it wraps, so the dispatch can reach the KMDF callbacks).
+pub trait WindowsVocabulary<K: Kernel>: Os<Callback = Callback, Request = Arc<Irp<K>>> {
+    /// The [`WindowsOs`] at the bottom of the wrappers.
+    fn windows(&self) -> &WindowsOs<K>;
+}
 
-impl<K: Kernel, O: Os<Callback = Callback, Request = Arc<Irp<K>>>> WindowsVocabulary<K> for O {}
+impl<K: Kernel> WindowsVocabulary<K> for WindowsOs<K> {
+    fn windows(&self) -> &WindowsOs<K> {
+        self
+    }
+}
 
 /// What the runtime's notification thread carries out, in Windows terms.
 pub struct WindowsOs<K: Kernel = StdKernel> {
@@ -197,7 +212,20 @@ pub struct WindowsOs<K: Kernel = StdKernel> {
     kernel: PhantomData<fn() -> K>,
 }
 
+impl<K: Kernel> std::fmt::Debug for WindowsOs<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WindowsOs")
+            .field("kmdf", &self.kmdf.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
 impl<K: Kernel> WindowsOs<K> {
+    /// The KMDF callbacks, if any.
+    pub(crate) fn kmdf(&self) -> Option<&Kmdf<K>> {
+        self.kmdf.as_ref()
+    }
+
     /// The vocabulary over `hal`, without KMDF callbacks: start, shutdown and release are
     /// [`Hal`]'s, and the device keeps its power (a power command is done at once).
     pub fn new(hal: Arc<dyn Hal>) -> Self {
@@ -281,6 +309,9 @@ impl<K: Kernel> Os for WindowsOs<K> {
     fn news(&self, news: News) {
         match news {
             News::DeviceFailed { device, .. } => self.hal.invalidate_device_state(device),
+            // The fence's news runs in the device's lane, before the hardware commands the
+            // fence let go ahead: the client's path is cut before the hardware is touched.
+            News::Fenced { client, .. } => self.hal.cut_client(client.device, client),
             News::DeviceRemoved { device } => {
                 if let Some(k) = &self.kmdf {
                     k.removed(device, false);

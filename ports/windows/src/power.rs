@@ -103,14 +103,42 @@ impl PowerState {
 }
 
 /// `WDF_POWER_DEVICE_STATE`: what `EvtDeviceD0Entry` came from and `EvtDeviceD0Exit` goes
-/// to. The core has one low-power state, so D1 / D2 requests are D3 here.
+/// to. The core has one low-power state; which Dx the device sits in is Windows' word,
+/// kept by the port from the `IRP_MN_SET_POWER` that sent it there.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum WdfPowerDeviceState {
-    /// `WdfPowerDeviceD3`: a power-down (idle or system sleep); a power-up comes from it.
+    /// `WdfPowerDeviceD1`: an idle power-down to D1.
+    D1,
+    /// `WdfPowerDeviceD2`: an idle power-down to D2.
+    D2,
+    /// `WdfPowerDeviceD3`: an idle power-down to D3, or a system sleep (S1..S4).
     D3,
     /// `WdfPowerDeviceD3Final`: the device was never in D0 before (start), or leaves D0 for
-    /// a stop (rebalance) or a removal.
+    /// good: a stop (rebalance), a removal (orderly or surprise), system shutdown (S5).
     D3Final,
+}
+
+impl PowerState {
+    /// The `WDF_POWER_DEVICE_STATE` a set-power to this state sends a device in D0 to:
+    /// D1 / D2 / D3 as asked, a system sleep S1..S4 D3, shutdown (S5) D3Final; `None` for
+    /// S0 / D0.
+    pub const fn wdf_target(self) -> Option<WdfPowerDeviceState> {
+        Some(match self {
+            PowerState::Device(DevicePowerState::D1) => WdfPowerDeviceState::D1,
+            PowerState::Device(DevicePowerState::D2) => WdfPowerDeviceState::D2,
+            PowerState::Device(DevicePowerState::D3) => WdfPowerDeviceState::D3,
+            PowerState::System(SystemPowerState::S5) => WdfPowerDeviceState::D3Final,
+            PowerState::System(
+                SystemPowerState::S1
+                | SystemPowerState::S2
+                | SystemPowerState::S3
+                | SystemPowerState::S4,
+            ) => WdfPowerDeviceState::D3,
+            PowerState::System(SystemPowerState::S0) | PowerState::Device(DevicePowerState::D0) => {
+                return None
+            }
+        })
+    }
 }
 
 /// The KMDF event callbacks a driver writer implements (optional: a [`crate::WindowsOs`]
@@ -118,8 +146,8 @@ pub enum WdfPowerDeviceState {
 /// power). Called on the notification thread, one device command at a time, no lock held.
 /// Every default does nothing and succeeds.
 pub trait KmdfDevice: Send + Sync {
-    /// `EvtDevicePrepareHardware`: map the resources. A failure fails the start before any
-    /// resource is held.
+    /// `EvtDevicePrepareHardware`: map the resources. A failure fails the start; as in KMDF,
+    /// `EvtDeviceReleaseHardware` is then called at once to undo what it mapped.
     fn prepare_hardware(&self, device: DeviceId) -> NtStatus {
         let _ = device;
         NtStatus::SUCCESS
@@ -167,6 +195,25 @@ pub trait KmdfDevice: Send + Sync {
     fn self_managed_io_cleanup(&self, device: DeviceId) {
         let _ = device;
     }
+    /// `EvtDeviceSurpriseRemoval`: the hardware is gone (`IRP_MN_SURPRISE_REMOVAL`). Called
+    /// before the removal's `SelfManagedIoSuspend` / `D0Exit(D3Final)` /
+    /// `ReleaseHardware`, which must then touch no register.
+    fn surprise_removal(&self, device: DeviceId) {
+        let _ = device;
+    }
+    /// `EvtDeviceQueryRemove`: the driver's own veto of `IRP_MN_QUERY_REMOVE_DEVICE`,
+    /// asked before the core. A failure completes the IRP with it; the core never sees
+    /// the query. Called on the PnP manager's thread, no lock held.
+    fn query_remove(&self, device: DeviceId) -> NtStatus {
+        let _ = device;
+        NtStatus::SUCCESS
+    }
+    /// `EvtDeviceQueryStop`: the driver's own veto of `IRP_MN_QUERY_STOP_DEVICE`, as
+    /// [`Self::query_remove`].
+    fn query_stop(&self, device: DeviceId) -> NtStatus {
+        let _ = device;
+        NtStatus::SUCCESS
+    }
 }
 
 /// Which KMDF steps ran for one device (OS-side bookkeeping, not lifecycle state).
@@ -177,6 +224,12 @@ struct Steps {
     io_init: bool,
     io_running: bool,
     removed: bool,
+    /// `IRP_MN_SURPRISE_REMOVAL` came; `EvtDeviceSurpriseRemoval` not yet called.
+    surprise: bool,
+    /// The Dx the last accepted `IRP_MN_SET_POWER` asked for (the next power-down's).
+    target: Option<WdfPowerDeviceState>,
+    /// The Dx the device was sent to when it left D0 (what `D0Entry` reports).
+    left: Option<WdfPowerDeviceState>,
 }
 
 /// The translation of the core's hardware commands into [`KmdfDevice`] callbacks.
@@ -207,6 +260,8 @@ impl<K: Kernel> Kmdf<K> {
         let (evt, s) = (&self.evt, self.steps(device, |s| *s));
         if !s.prepared {
             if !evt.prepare_hardware(device).is_success() {
+                // KMDF (`WdfDevStatePnpFailedOwnHardware`): ReleaseHardware undoes it.
+                evt.release_hardware(device);
                 return StartResult::FailedBeforeResources;
             }
             self.steps(device, |s| s.prepared = true);
@@ -258,15 +313,53 @@ impl<K: Kernel> Kmdf<K> {
         self.leave_d0(device, WdfPowerDeviceState::D3Final);
     }
 
-    /// `PowerDown`: SelfManagedIoSuspend → D0Exit(D3).
-    pub(crate) fn power_down(&self, device: DeviceId) {
-        self.leave_d0(device, WdfPowerDeviceState::D3);
+    /// An `IRP_MN_SET_POWER` to `target` was accepted by the core (called under the owner
+    /// lock, before the power-down it may command is carried out).
+    pub(crate) fn power_target(&self, device: DeviceId, target: WdfPowerDeviceState) {
+        self.steps(device, |s| s.target = Some(target));
     }
 
-    /// `PowerUp`: D0Entry(D3) → SelfManagedIoRestart.
+    /// `IRP_MN_SURPRISE_REMOVAL` reached the core: `EvtDeviceSurpriseRemoval` comes first
+    /// in the device's next release (or its removal, if nothing is released).
+    pub(crate) fn surprise_removed(&self, device: DeviceId) {
+        self.steps(device, |s| s.surprise = true);
+    }
+
+    /// The driver's own veto of a query (`EvtDeviceQueryRemove` / `QueryStop`), if any.
+    pub(crate) fn veto(&self, device: DeviceId, stop: bool) -> Option<NtStatus> {
+        let status = match stop {
+            true => self.evt.query_stop(device),
+            false => self.evt.query_remove(device),
+        };
+        (!status.is_success()).then_some(status)
+    }
+
+    /// `EvtDeviceSurpriseRemoval`, once per surprise removal.
+    fn tell_surprise(&self, device: DeviceId) {
+        if self.steps(device, |s| std::mem::take(&mut s.surprise)) {
+            self.evt.surprise_removal(device);
+        }
+    }
+
+    /// `PowerDown`: SelfManagedIoSuspend → D0Exit(the Dx asked for: D1, D2, D3, or
+    /// D3Final for S5).
+    pub(crate) fn power_down(&self, device: DeviceId) {
+        let target = self.steps(device, |s| {
+            let target = s.target.take().unwrap_or(WdfPowerDeviceState::D3);
+            s.left = Some(target);
+            target
+        });
+        self.leave_d0(device, target);
+    }
+
+    /// `PowerUp`: D0Entry(the Dx it left) → SelfManagedIoRestart.
     pub(crate) fn power_up(&self, device: DeviceId) -> PowerUpResult {
         let evt = &self.evt;
-        if !evt.d0_entry(device, WdfPowerDeviceState::D3).is_success() {
+        let left = self.steps(device, |s| s.left.take());
+        if !evt
+            .d0_entry(device, left.unwrap_or(WdfPowerDeviceState::D3))
+            .is_success()
+        {
             return PowerUpResult::Failed;
         }
         self.steps(device, |s| s.d0 = true);
@@ -281,11 +374,14 @@ impl<K: Kernel> Kmdf<K> {
         }
     }
 
-    /// `ReleaseResources` (no register access): SelfManagedIoSuspend if I/O still runs (a
-    /// surprise removal in D0: no `Shutdown` came, so no `D0Exit` either) →
+    /// `ReleaseResources` (no register access): after a surprise removal
+    /// SurpriseRemoval first; if the device is still in D0 (a surprise removal in D0: no
+    /// `Shutdown` came) SelfManagedIoSuspend → D0Exit(D3Final), as KMDF; →
     /// ReleaseHardware; on a removed device, then Flush → Cleanup.
     pub(crate) fn release(&self, device: DeviceId) {
-        let s = self.suspend_io(device);
+        self.tell_surprise(device);
+        let s = self.steps(device, |s| *s);
+        self.leave_d0(device, WdfPowerDeviceState::D3Final);
         if s.prepared {
             self.evt.release_hardware(device);
         }
@@ -301,6 +397,7 @@ impl<K: Kernel> Kmdf<K> {
     /// of `IRP_MN_REMOVE_DEVICE`, which the core orders behind the teardown), wait for that
     /// release first, so the IRP completes after Cleanup, as in KMDF.
     pub(crate) fn removed(&self, device: DeviceId, wait: bool) {
+        self.tell_surprise(device);
         let slot = usize::from(device.0);
         if wait {
             self.steps

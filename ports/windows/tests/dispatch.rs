@@ -19,6 +19,7 @@ impl Hal for Hw {
     fn shutdown(&self, _: DeviceId) {}
     fn release(&self, _: DeviceId) {}
     fn client_op(&self, _: DeviceId, _: ClientHandle) {}
+    fn cut_client(&self, _: DeviceId, _: ClientHandle) {}
 }
 
 fn irp(driver: &Driver, minor: PnpMinor, token: u32) -> (Arc<Irp>, NtStatus) {
@@ -174,6 +175,7 @@ fn stop_waits_for_a_hardware_operation_and_cannot_pause_vetoes_query_stop() {
             std::thread::sleep(std::time::Duration::from_millis(50));
             self.in_op.store(false, Ordering::SeqCst);
         }
+        fn cut_client(&self, _: DeviceId, _: ClientHandle) {}
     }
     let hal = Arc::new(SlowOp {
         in_op: AtomicBool::new(false),
@@ -220,6 +222,7 @@ impl Hal for ResetFails {
     fn shutdown(&self, _: DeviceId) {}
     fn release(&self, _: DeviceId) {}
     fn client_op(&self, _: DeviceId, _: ClientHandle) {}
+    fn cut_client(&self, _: DeviceId, _: ClientHandle) {}
     fn invalidate_device_state(&self, _: DeviceId) {
         self.invalidations
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
@@ -296,4 +299,31 @@ fn recovered_is_delivered_as_reset_end_with_the_same_epoch() {
     let answer: Option<Input> = os.call(&callback, client, Event::Recovered { epoch: Epoch(3) });
     assert_eq!(answer, None);
     assert_eq!(*seen.lock().unwrap(), [Event::ResetEnd { epoch: Epoch(3) }]);
+}
+
+/// Issue 22, item 9: the PnP manager sends no IRP to a driver during `DriverUnload` (it
+/// unloads a driver only once every device of it was removed), and the port does not
+/// check that it does not. What it does promise holds either way: an
+/// `IRP_MN_SURPRISE_REMOVAL` sent while unload waits for a client is the core's
+/// (accepted: the device is already being removed), and one sent after unload returned is
+/// refused with `STATUS_NO_SUCH_DEVICE`; each is completed exactly once.
+#[test]
+fn surprise_removal_during_and_after_unload_is_completed_once_with_the_cores_answer() {
+    let d = started();
+    let (iface, events) = client(&d);
+    let unloader = {
+        let d = d.clone();
+        std::thread::spawn(move || d.unload())
+    };
+    wait_for(&events, |e| e.contains(&Event::Removed { surprise: false }));
+    let (_, during) = irp(&d, PnpMinor::SurpriseRemoval, 2);
+    assert_eq!(
+        during,
+        NtStatus::SUCCESS,
+        "folded into the removal under way"
+    );
+    iface.unregister().unwrap();
+    assert_eq!(unloader.join().unwrap(), Ok(()));
+    let (_, after) = irp(&d, PnpMinor::SurpriseRemoval, 3);
+    assert_eq!(after, NtStatus::NO_SUCH_DEVICE);
 }

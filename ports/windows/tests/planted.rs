@@ -11,7 +11,11 @@ use pnp_lifecycle_runtime::{Kernel, Monitor, ShuttleKernel};
 use pnp_lifecycle_testkit::observed::Obs;
 use pnp_lifecycle_testkit::windows_port::kmdf::KmdfRecorder;
 use pnp_lifecycle_testkit::windows_port::planted::{
-    DeferredCallbacks, EarlyResetDone, LyingKernel, PowerUpNotCarriedOut,
+    remove_after_holders_left, DeferredCallbacks, EarlyResetDone, FenceNotCut, LyingKernel,
+    PowerUpNotCarriedOut,
+};
+use pnp_lifecycle_testkit::windows_port::scenarios::{
+    remove_against_a_stuck_operation, reset_against_an_operation_past_its_fence,
 };
 use pnp_lifecycle_testkit::windows_port::{iterations, RecordedOs, World, DEV};
 use pnp_lifecycle_windows::{
@@ -241,6 +245,42 @@ fn planted_power_up_not_carried_out_is_caught() {
     );
 }
 
+/// Issue 22, item 2, planted: the remove waits for the device's operations before the core
+/// sees it (the old `IoReleaseRemoveLockAndWait` first). A stuck operation ends only when
+/// the core's fence cuts it, which never comes: shuttle reports the deadlock.
+#[test]
+fn planted_remove_waiting_for_holders_is_caught() {
+    let _serial = serial();
+    caught(
+        "remove waits for remove-lock holders before the core sees it",
+        || {
+            let w = World::new();
+            w.set_pnp_dispatch(remove_after_holders_left);
+            remove_against_a_stuck_operation(w);
+        },
+        &["deadlock"],
+    );
+}
+
+/// Issue 22, item 3, planted: the fence's news is dropped, so the fenced client's path is
+/// never cut and its operation, past its grace, touches the hardware during the reset.
+#[test]
+fn planted_fence_not_cut_is_caught() {
+    let _serial = serial();
+    caught(
+        "fence not cut (the fenced news ignored: Hal::cut_client never called)",
+        || {
+            reset_against_an_operation_past_its_fence(
+                World::<ShuttleKernel, FenceNotCut<Plain>>::with(
+                    ResetResult::Succeeded,
+                    FenceNotCut::new,
+                ),
+            );
+        },
+        &["I12"],
+    );
+}
+
 #[test]
 fn control_runs_on_the_real_port_are_clean() {
     let _serial = serial();
@@ -250,6 +290,13 @@ fn control_runs_on_the_real_port_are_clean() {
         ("unload racing reset", unload_racing_reset),
         ("request then leave", request_then_leave),
         ("operations after reset", operations_after_reset),
+        (
+            "remove against a stuck operation",
+            remove_against_a_stuck_operation,
+        ),
+        ("reset against an operation past its fence", |w| {
+            reset_against_an_operation_past_its_fence(w);
+        }),
     ] {
         assert_eq!(clean(scenario), None, "control {name}");
         println!("control {name}: clean over {} schedules", iterations(2000));

@@ -33,6 +33,7 @@ impl Hal for Hw {
     fn shutdown(&self, _: DeviceId) {}
     fn release(&self, _: DeviceId) {}
     fn client_op(&self, _: DeviceId, _: ClientHandle) {}
+    fn cut_client(&self, _: DeviceId, _: ClientHandle) {}
 }
 
 struct Rig {
@@ -213,6 +214,7 @@ fn rebalance_is_suspend_d0_exit_release_then_prepare_d0_entry_restart() {
     assert_eq!(
         rig.steps(),
         [
+            QueryStop,
             SelfManagedIoSuspend,
             D0Exit(FINAL),
             ReleaseHardware,
@@ -232,6 +234,7 @@ fn orderly_removal_from_d0_ends_with_flush_and_cleanup_before_the_irp_completes(
     assert_eq!(
         rig.steps(),
         [
+            QueryRemove,
             SelfManagedIoSuspend,
             D0Exit(FINAL),
             ReleaseHardware,
@@ -241,21 +244,101 @@ fn orderly_removal_from_d0_ends_with_flush_and_cleanup_before_the_irp_completes(
     );
 }
 
+/// Issue 22, item 7: KMDF's surprise removal in D0 (`WdfDevStatePnpSurpriseRemoveIoStarted`
+/// then the failed path's power-down): `EvtDeviceSurpriseRemoval` →
+/// `SelfManagedIoSuspend` → `D0Exit(D3Final)` → `ReleaseHardware`, then on remove
+/// `Flush` → `Cleanup`. The port used to skip `D0Exit` (it followed the core, which
+/// commands no `Shutdown` for a vanished device).
 #[test]
-fn surprise_removal_in_d0_suspends_touches_no_register_and_releases() {
+fn surprise_removal_in_d0_is_surprise_removal_suspend_d0_exit_release_flush_cleanup() {
     let rig = Rig::started();
     assert_eq!(rig.irp(PnpMinor::SurpriseRemoval), NtStatus::SUCCESS);
     assert_eq!(rig.irp(PnpMinor::RemoveDevice), NtStatus::SUCCESS);
-    // No D0Exit: the core commanded no Shutdown (the hardware is gone).
     assert_eq!(
         rig.steps(),
         [
+            SurpriseRemoval,
             SelfManagedIoSuspend,
+            D0Exit(FINAL),
             ReleaseHardware,
             SelfManagedIoFlush,
             SelfManagedIoCleanup
         ]
     );
+    use HardwareCommand::*;
+    assert_eq!(
+        rig.commands(),
+        [Start, ReleaseResources],
+        "the core commanded no register access: D0Exit is KMDF's, told the device is gone"
+    );
+}
+
+/// Issue 22, item 7: a failed `EvtDevicePrepareHardware` is undone by
+/// `EvtDeviceReleaseHardware` at once (KMDF's `WdfDevStatePnpFailedOwnHardware`); the
+/// removal that follows releases nothing twice.
+#[test]
+fn a_failed_prepare_hardware_is_followed_by_release_hardware() {
+    let rig = Rig::added();
+    rig.kmdf.fail_next_prepare();
+    assert_ne!(rig.irp(PnpMinor::StartDevice), NtStatus::SUCCESS);
+    assert_eq!(rig.steps(), [PrepareHardware, ReleaseHardware]);
+    assert_eq!(rig.irp(PnpMinor::RemoveDevice), NtStatus::SUCCESS);
+    assert_eq!(rig.steps(), [PrepareHardware, ReleaseHardware]);
+}
+
+/// Issue 22, item 7: system shutdown (S5) leaves D0 for good: `D0Exit(WdfPowerDeviceD3Final)`;
+/// a system sleep (S1..S4) `D0Exit(D3)`.
+#[test]
+fn system_shutdown_s5_is_d0_exit_to_d3_final() {
+    for (state, target) in [(S::S5, FINAL), (S::S4, D3), (S::S1, D3)] {
+        let rig = Rig::started();
+        assert_eq!(rig.irp(set(PowerState::System(state))), NtStatus::SUCCESS);
+        assert_eq!(
+            rig.steps(),
+            [SelfManagedIoSuspend, D0Exit(target)],
+            "{state:?}"
+        );
+    }
+}
+
+/// Issue 22, item 7: an idle power-down to D1 or D2 is `D0Exit(D1)` / `D0Exit(D2)`, and the
+/// power-up's `D0Entry` reports the state the device left D0 for.
+#[test]
+fn an_idle_power_down_to_d1_or_d2_and_d0_entry_reports_the_state_left() {
+    for (state, wdf) in [
+        (D::D1, WdfPowerDeviceState::D1),
+        (D::D2, WdfPowerDeviceState::D2),
+        (D::D3, D3),
+    ] {
+        let rig = Rig::started();
+        assert_eq!(rig.irp(set(PowerState::Device(state))), NtStatus::SUCCESS);
+        assert_eq!(rig.irp(d0()), NtStatus::SUCCESS);
+        assert_eq!(
+            rig.steps(),
+            [
+                SelfManagedIoSuspend,
+                D0Exit(wdf),
+                D0Entry(wdf),
+                SelfManagedIoRestart
+            ],
+            "{state:?}"
+        );
+    }
+}
+
+/// Issue 22, item 7: `EvtDeviceQueryRemove` / `EvtDeviceQueryStop` veto the query
+/// themselves: the IRP fails with the driver's status and the core never sees it.
+#[test]
+fn the_driver_vetoes_query_remove_and_query_stop_before_the_core() {
+    let rig = Rig::started();
+    rig.kmdf.veto_queries(true);
+    assert_eq!(rig.irp(PnpMinor::QueryRemoveDevice), NtStatus::DEVICE_BUSY);
+    assert_eq!(rig.irp(PnpMinor::QueryStopDevice), NtStatus::DEVICE_BUSY);
+    assert_eq!(rig.phase(), Some(PhaseKind::Running));
+    assert_eq!(rig.steps(), [QueryRemove, QueryStop]);
+    rig.kmdf.veto_queries(false);
+    assert_eq!(rig.irp(PnpMinor::QueryStopDevice), NtStatus::SUCCESS);
+    assert_eq!(rig.phase(), Some(PhaseKind::StopPending));
 }
 
 #[test]
@@ -268,7 +351,12 @@ fn surprise_removal_in_dx_repeats_no_power_down_step() {
     assert_eq!(rig.irp(PnpMinor::RemoveDevice), NtStatus::SUCCESS);
     assert_eq!(
         rig.steps(),
-        [ReleaseHardware, SelfManagedIoFlush, SelfManagedIoCleanup]
+        [
+            SurpriseRemoval,
+            ReleaseHardware,
+            SelfManagedIoFlush,
+            SelfManagedIoCleanup
+        ]
     );
     use HardwareCommand::*;
     assert_eq!(
@@ -287,7 +375,12 @@ fn orderly_removal_from_dx_releases_without_powering_up() {
     assert_eq!(rig.irp(PnpMinor::RemoveDevice), NtStatus::SUCCESS);
     assert_eq!(
         rig.steps(),
-        [ReleaseHardware, SelfManagedIoFlush, SelfManagedIoCleanup]
+        [
+            QueryRemove,
+            ReleaseHardware,
+            SelfManagedIoFlush,
+            SelfManagedIoCleanup
+        ]
     );
     use HardwareCommand::*;
     assert_eq!(
@@ -453,4 +546,57 @@ fn an_access_waiting_for_a_power_up_times_out() {
     let _ = driver.timeout(); // the timer DPC: the waiting access sees the time
     assert_eq!(access.join().unwrap(), Err(NtStatus::IO_TIMEOUT));
     gate.wait();
+}
+
+/// Issue 22, item 6 (needs a core change; see the README, "Power IRPs the core refuses"):
+/// a driver must not fail `IRP_MN_SET_POWER` to D0. After an idle D3 and a query stop
+/// (a rebalance that follows an idle power-down), the power-up is refused by the core
+/// (`TABLE[StopPending][PowerUp]` = Refuse, `Device::power_up`'s fall-through) and the
+/// device stays in D3 until `IRP_MN_CANCEL_STOP_DEVICE`.
+#[test]
+#[ignore = "the core refuses PowerUp in StopPending (issue 22 item 6): a core change"]
+fn set_power_d0_after_query_stop_in_d3_powers_the_device_up() {
+    let rig = Rig::started();
+    assert_eq!(rig.irp(idle_d3()), NtStatus::SUCCESS);
+    assert_eq!(rig.irp(PnpMinor::QueryStopDevice), NtStatus::SUCCESS);
+    rig.kmdf.clear();
+    assert_eq!(rig.irp(d0()), NtStatus::SUCCESS);
+    assert_eq!(rig.steps(), [D0Entry(D3), SelfManagedIoRestart]);
+}
+
+/// Issue 22, item 6 (needs a core change): `IRP_MN_SET_POWER` to a system sleep (an S-IRP
+/// no driver may fail) or the power policy owner's D3 is failed while a query remove is
+/// pending (`TABLE[RemovePending][PowerDown]` = Refuse).
+#[test]
+#[ignore = "the core refuses PowerDown in RemovePending (issue 22 item 6): a core change"]
+fn set_power_s3_or_d3_while_a_query_remove_is_pending_is_not_failed() {
+    for minor in [sleep_s3(), idle_d3()] {
+        let rig = Rig::started();
+        assert_eq!(rig.irp(PnpMinor::QueryRemoveDevice), NtStatus::SUCCESS);
+        rig.kmdf.clear();
+        assert_eq!(rig.irp(minor), NtStatus::SUCCESS, "{minor:?}");
+        assert_eq!(rig.steps(), [SelfManagedIoSuspend, D0Exit(D3)]);
+    }
+}
+
+/// Issue 22, item 6: `IRP_MN_QUERY_POWER` is answered from the table's disposition, which
+/// is approximate where a handler decides on its data: during a reset cycle an idle
+/// power-down is vetoed by `Device::power_down`, but the table says Handle, so the query
+/// succeeds. The core has no side-effect-free "would this power-down be accepted" (DESIGN
+/// r3, "Asking changes nothing"); once it has, the port answers from it.
+#[test]
+#[ignore = "the core has no side-effect-free power-down query (issue 22 item 6)"]
+fn query_power_during_a_reset_cycle_agrees_with_the_set() {
+    let rig = Rig::started();
+    let (iface, _events) = client(&rig.driver);
+    iface.reset_request().unwrap(); // never answered: the cycle stays in Quiescing
+    assert_eq!(rig.phase(), Some(PhaseKind::Quiescing));
+    let query = PnpMinor::QueryPower(PowerState::Device(D::D3));
+    let asked = rig.irp(query);
+    assert_eq!(rig.irp(idle_d3()), NtStatus::DEVICE_BUSY);
+    assert_eq!(
+        asked,
+        NtStatus::DEVICE_BUSY,
+        "the query's answer is the set's"
+    );
 }

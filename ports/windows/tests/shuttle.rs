@@ -12,7 +12,7 @@ use std::sync::Arc;
 use pnp_lifecycle::{ClientKind, Config, Event, HardwareCommand, PhaseKind, ResetResult};
 use pnp_lifecycle_runtime::{Monitor, ShuttleKernel, ShuttleMonitor};
 use pnp_lifecycle_testkit::observed::Obs;
-use pnp_lifecycle_testkit::windows_port::{both_schedulers, iterations, World, DEV};
+use pnp_lifecycle_testkit::windows_port::{both_schedulers, iterations, scenarios, World, DEV};
 use pnp_lifecycle_windows::{MlxInterface, NtStatus, PnpDeviceState, PnpMinor};
 use shuttle::thread::{self, JoinHandle};
 
@@ -127,12 +127,13 @@ fn shuttle_surprise_removal_during_a_reset() {
     });
 }
 
-/// `IRP_MN_REMOVE_DEVICE` waits for the remove lock's holders (a client's hardware
-/// operation): no operation runs once the resources are released, and the client's later
-/// operations are refused with `STATUS_DELETE_PENDING`.
+/// `IRP_MN_REMOVE_DEVICE` against a client's I/O thread: the remove goes to the core at
+/// once and the core drains the operation in flight before the teardown: no operation
+/// runs once the resources are released, and the client's later operations are refused
+/// with `STATUS_DELETE_PENDING` (the remove lock is marked removed).
 #[test]
-fn shuttle_remove_waits_for_remove_lock_holders() {
-    run("remove waits for remove-lock holders", || {
+fn shuttle_remove_drains_operations_before_the_teardown() {
+    run("remove drains operations before the teardown", || {
         let w = World::new();
         let c = w.register().expect("register");
         let io = spawn_io(&c.iface);
@@ -451,4 +452,36 @@ fn shuttle_revocation_against_an_operation_in_flight() {
     let fenced = FENCED.load(Ordering::Relaxed);
     println!("  client 0 revoked and fenced in {fenced} schedules");
     assert!(fenced > 0, "the scenario reaches the revocation");
+}
+
+/// Issue 22, item 2: a client operation that never ends by itself no longer blocks
+/// `IRP_MN_REMOVE_DEVICE`: the remove goes to the core at once; the core's removal
+/// deadline revokes and fences the client, the port cuts its path, and the remove
+/// completes with success within the removal deadline plus the fence's grace
+/// (`scenarios::remove_against_a_stuck_operation`).
+#[test]
+fn shuttle_remove_against_a_stuck_operation_finishes_by_the_fence() {
+    run("remove against a stuck operation", || {
+        scenarios::remove_against_a_stuck_operation(World::new())
+    });
+}
+
+/// Issue 22, item 3: a revoked client's operation outran its fence's grace and the reset
+/// went ahead; the port cut the client's path first (`Hal::cut_client` on the fence's
+/// news), so its accesses during the reset hit nothing (`TestHal` panics on an access
+/// during a reset otherwise). Some schedules really run the reset inside the operation
+/// (counted).
+#[test]
+fn shuttle_reset_never_overlaps_a_fenced_clients_access() {
+    static OVERLAPS: AtomicUsize = AtomicUsize::new(0);
+    run("reset against an operation past its fence", || {
+        let w = World::new();
+        if scenarios::reset_against_an_operation_past_its_fence(Arc::clone(&w)) {
+            assert!(w.hal.missed() > 0, "the operation's accesses hit nothing");
+            OVERLAPS.fetch_add(1, Ordering::Relaxed);
+        }
+    });
+    let overlaps = OVERLAPS.load(Ordering::Relaxed);
+    println!("  the reset ran inside the fenced operation in {overlaps} schedules");
+    assert!(overlaps > 0, "the scenario reaches the overlap");
 }

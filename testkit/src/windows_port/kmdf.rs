@@ -29,6 +29,12 @@ pub enum Step {
     SelfManagedIoFlush,
     /// `EvtDeviceSelfManagedIoCleanup`.
     SelfManagedIoCleanup,
+    /// `EvtDeviceSurpriseRemoval`.
+    SurpriseRemoval,
+    /// `EvtDeviceQueryRemove`.
+    QueryRemove,
+    /// `EvtDeviceQueryStop`.
+    QueryStop,
 }
 
 /// KMDF callbacks that record every call (any device) and may fail the next `D0Entry`.
@@ -36,6 +42,8 @@ pub enum Step {
 pub struct KmdfRecorder {
     steps: Mutex<Vec<Step>>,
     fail_d0_entry: AtomicBool,
+    fail_prepare: AtomicBool,
+    veto_queries: AtomicBool,
     lose_context: AtomicBool,
     yields: usize,
 }
@@ -70,6 +78,17 @@ impl KmdfRecorder {
         self.fail_d0_entry.store(true, Ordering::SeqCst);
     }
 
+    /// The next `PrepareHardware` fails (`STATUS_INSUFFICIENT_RESOURCES`-like: the
+    /// recorder answers `STATUS_DEVICE_HARDWARE_ERROR`).
+    pub fn fail_next_prepare(&self) {
+        self.fail_prepare.store(true, Ordering::SeqCst);
+    }
+
+    /// `QueryRemove` / `QueryStop` veto (`STATUS_DEVICE_BUSY`) while `veto` holds.
+    pub fn veto_queries(&self, veto: bool) {
+        self.veto_queries.store(veto, Ordering::SeqCst);
+    }
+
     /// Power-ups report lost context from now on.
     pub fn lose_context(&self) {
         self.lose_context.store(true, Ordering::SeqCst);
@@ -89,7 +108,10 @@ impl KmdfRecorder {
 impl KmdfDevice for KmdfRecorder {
     fn prepare_hardware(&self, _: DeviceId) -> NtStatus {
         self.push(Step::PrepareHardware);
-        NtStatus::SUCCESS
+        match self.fail_prepare.swap(false, Ordering::SeqCst) {
+            true => NtStatus::DEVICE_HARDWARE_ERROR,
+            false => NtStatus::SUCCESS,
+        }
     }
     fn d0_entry(&self, _: DeviceId, previous: WdfPowerDeviceState) -> NtStatus {
         self.push(Step::D0Entry(previous));
@@ -124,16 +146,40 @@ impl KmdfDevice for KmdfRecorder {
     fn self_managed_io_cleanup(&self, _: DeviceId) {
         self.push(Step::SelfManagedIoCleanup);
     }
+    fn surprise_removal(&self, _: DeviceId) {
+        self.push(Step::SurpriseRemoval);
+    }
+    fn query_remove(&self, _: DeviceId) -> NtStatus {
+        self.push(Step::QueryRemove);
+        self.query_answer()
+    }
+    fn query_stop(&self, _: DeviceId) -> NtStatus {
+        self.push(Step::QueryStop);
+        self.query_answer()
+    }
+}
+
+impl KmdfRecorder {
+    fn query_answer(&self) -> NtStatus {
+        match self.veto_queries.load(Ordering::SeqCst) {
+            true => NtStatus::DEVICE_BUSY,
+            false => NtStatus::SUCCESS,
+        }
+    }
 }
 
 /// Check a recorded callback sequence against KMDF's rules (any number of cycles): no
-/// `PrepareHardware` while prepared; `D0Entry` only prepared and out of D0; I/O initialised
-/// once in D0, restarted only after a suspend, suspended only while running; `D0Exit` only
-/// in D0 with I/O suspended; `ReleaseHardware` only prepared with I/O suspended (it ends D0
-/// without `D0Exit` after a surprise removal); `Flush` only released, then `Cleanup`.
+/// `PrepareHardware` while prepared (a failed one counts as prepared: KMDF releases it);
+/// `D0Entry` only prepared and out of D0; I/O initialised once in D0, restarted only after
+/// a suspend, suspended only while running; `D0Exit` only in D0 with I/O suspended;
+/// `ReleaseHardware` only prepared with I/O suspended, and after a surprise removal in D0
+/// only once `D0Exit` ran (a failed `D0Entry` is recorded like one that succeeded, so a
+/// release after it is allowed); `SurpriseRemoval` at most once per removal, before the
+/// `Flush`; `Flush` only released, then `Cleanup`; the queries anywhere.
 pub fn check_order(steps: &[Step]) -> Result<(), String> {
     let (mut prepared, mut d0, mut init, mut running, mut flushed) =
         (false, false, false, false, false);
+    let mut surprised = false;
     for (pos, step) in steps.iter().enumerate() {
         let ok = match step {
             Step::PrepareHardware => !prepared && !flushed,
@@ -142,22 +188,26 @@ pub fn check_order(steps: &[Step]) -> Result<(), String> {
             Step::SelfManagedIoRestart => d0 && init && !running,
             Step::SelfManagedIoSuspend => running,
             Step::D0Exit(_) => d0 && !running,
-            Step::ReleaseHardware => prepared && !running,
+            Step::ReleaseHardware => prepared && !running && !(surprised && d0),
             Step::SelfManagedIoFlush => init && !prepared && !flushed,
             Step::SelfManagedIoCleanup => flushed,
+            Step::SurpriseRemoval => !surprised && !flushed,
+            Step::QueryRemove | Step::QueryStop => true,
         };
         if !ok {
             return Err(format!("KMDF order: {step:?} at #{pos} in {steps:?}"));
         }
         match step {
-            Step::PrepareHardware => prepared = true,
+            Step::PrepareHardware => (prepared, surprised) = (true, false),
             Step::D0Entry(_) => d0 = true,
             Step::SelfManagedIoInit | Step::SelfManagedIoRestart => (init, running) = (true, true),
             Step::SelfManagedIoSuspend => running = false,
             Step::D0Exit(_) => d0 = false,
             Step::ReleaseHardware => (prepared, d0) = (false, false),
             Step::SelfManagedIoFlush => flushed = true,
-            Step::SelfManagedIoCleanup => (init, flushed) = (false, false),
+            Step::SelfManagedIoCleanup => (init, flushed, surprised) = (false, false, false),
+            Step::SurpriseRemoval => surprised = true,
+            Step::QueryRemove | Step::QueryStop => {}
         }
     }
     Ok(())

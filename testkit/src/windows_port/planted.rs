@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use pnp_lifecycle::{ClientHandle, DeviceId, Event, HardwareCommand, Input, ResetResult};
 use pnp_lifecycle_runtime::{Completion, ContextId, Kernel, News, Os, ShuttleKernel};
+use pnp_lifecycle_windows::{Driver, Irp, NtStatus, PnpMinor, WindowsOs, WindowsVocabulary};
 
 /// shuttle's primitives with a `context()` that lies: a new identity on every call, so the
 /// runtime never recognises its own notification thread, and a blocking wait from inside a
@@ -54,6 +55,12 @@ impl<O> DeferredCallbacks<O> {
     }
 }
 
+impl<K: Kernel, O: WindowsVocabulary<K>> WindowsVocabulary<K> for DeferredCallbacks<O> {
+    fn windows(&self) -> &WindowsOs<K> {
+        self.0.windows()
+    }
+}
+
 impl<O: Os> Os for DeferredCallbacks<O> {
     type Callback = O::Callback;
     type Request = O::Request;
@@ -94,6 +101,12 @@ impl<O> EarlyResetDone<O> {
     /// Report `inner`'s resets done early.
     pub fn new(inner: O) -> Self {
         EarlyResetDone(Arc::new(inner))
+    }
+}
+
+impl<K: Kernel, O: WindowsVocabulary<K>> WindowsVocabulary<K> for EarlyResetDone<O> {
+    fn windows(&self) -> &WindowsOs<K> {
+        self.0.windows()
     }
 }
 
@@ -146,6 +159,12 @@ impl<O> PowerUpNotCarriedOut<O> {
     }
 }
 
+impl<K: Kernel, O: WindowsVocabulary<K>> WindowsVocabulary<K> for PowerUpNotCarriedOut<O> {
+    fn windows(&self) -> &WindowsOs<K> {
+        self.0.windows()
+    }
+}
+
 impl<O: Os> Os for PowerUpNotCarriedOut<O> {
     type Callback = O::Callback;
     type Request = O::Request;
@@ -177,4 +196,75 @@ impl<O: Os> Os for PowerUpNotCarriedOut<O> {
     fn news(&self, news: News) {
         self.0.news(news);
     }
+}
+
+/// A vocabulary that drops the news of a fence (the port before issue 22: "ignores the
+/// fenced news"): [`pnp_lifecycle_windows::Hal::cut_client`] is never called, so a revoked
+/// client's operation that outran its fence's grace still reaches the hardware while the
+/// reset the fence let go ahead runs.
+pub struct FenceNotCut<O>(O);
+
+impl<O> FenceNotCut<O> {
+    /// Drop `inner`'s fence news.
+    pub fn new(inner: O) -> Self {
+        FenceNotCut(inner)
+    }
+}
+
+impl<K: Kernel, O: WindowsVocabulary<K>> WindowsVocabulary<K> for FenceNotCut<O> {
+    fn windows(&self) -> &WindowsOs<K> {
+        self.0.windows()
+    }
+}
+
+impl<O: Os> Os for FenceNotCut<O> {
+    type Callback = O::Callback;
+    type Request = O::Request;
+    type Job = O::Job;
+
+    fn call(&self, callback: &O::Callback, client: ClientHandle, event: Event) -> Option<Input> {
+        self.0.call(callback, client, event)
+    }
+
+    fn hardware(&self, device: DeviceId, command: HardwareCommand) -> Option<Input> {
+        self.0.hardware(device, command)
+    }
+
+    fn complete(&self, request: O::Request, completion: Completion) {
+        self.0.complete(request, completion);
+    }
+
+    fn job(&self, job: O::Job) -> Option<Input> {
+        self.0.job(job)
+    }
+
+    fn news(&self, news: News) {
+        if matches!(news, News::Fenced { .. }) {
+            return; // PLANTED: the fenced client's path is never cut
+        }
+        self.0.news(news);
+    }
+}
+
+/// The `IRP_MN_REMOVE_DEVICE` dispatch before issue 22 (`IoReleaseRemoveLockAndWait` first):
+/// wait, with no deadline, until no hardware operation of the device is in flight, and only
+/// then hand the IRP to the port's dispatch. One stuck operation blocks the remove forever:
+/// the core never sees it, so its deadline and fence never run. Other IRPs pass straight
+/// through.
+pub fn remove_after_holders_left<K: Kernel, O: WindowsVocabulary<K>>(
+    driver: &Driver<K, O>,
+    irp: &Arc<Irp<K>>,
+) -> NtStatus {
+    if irp.minor == PnpMinor::RemoveDevice {
+        let device = irp.device;
+        // PLANTED: a wait without a deadline, before the core sees the remove
+        let _ = driver.runtime().wait_until(|owner, _| {
+            let busy = owner
+                .machine()
+                .clients(device)
+                .any(|(_, view)| view.operations_in_flight > 0);
+            (!busy).then_some(())
+        });
+    }
+    driver.dispatch_pnp(irp)
 }

@@ -43,7 +43,6 @@ const DISPATCHERS: usize = 2;
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Pnp {
     Send,
-    WaitIdle,
     WaitComplete,
     Done,
 }
@@ -225,7 +224,6 @@ impl World {
         match actor {
             0 => match self.pnp {
                 Pnp::Send => true,
-                Pnp::WaitIdle => self.lock.idle(),
                 Pnp::WaitComplete => self.remove.as_ref().is_some_and(|i| i.status().is_some()),
                 Pnp::Done => false,
             },
@@ -297,21 +295,15 @@ impl World {
             Pnp::Send => {
                 let irp = self.send(PnpMinor::RemoveDevice);
                 self.remove = Some(Arc::clone(&irp));
-                // IoAcquireRemoveLock, then the first half of IoReleaseRemoveLockAndWait.
+                // As the dispatch: IoAcquireRemoveLock, mark it removed, and feed the core
+                // at once (its drain, deadline and fence end what is in flight).
                 match self.lock.acquire() {
                     Ok(()) => {
                         self.lock.release_for_remove();
-                        self.pnp = Pnp::WaitIdle;
+                        feed_irp(&mut self.owner, self.now, irp);
                     }
-                    Err(status) => {
-                        irp.complete(status);
-                        self.pnp = Pnp::WaitComplete;
-                    }
+                    Err(status) => irp.complete(status),
                 }
-            }
-            Pnp::WaitIdle => {
-                let irp = Arc::clone(self.remove.as_ref().expect("sent"));
-                feed_irp(&mut self.owner, self.now, irp);
                 self.pnp = Pnp::WaitComplete;
             }
             Pnp::WaitComplete => {
