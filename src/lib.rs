@@ -45,6 +45,9 @@
 //! /// out feeds back (callback returns, hardware completions, fences).
 //! fn feed(m: &mut Hca, now: Tick, input: Input) -> Result<Reply, Error> {
 //!     let reply = m.handle(now, input)?;
+//!     // What carrying out the outputs reports, fed once they are drained. `heapless` is
+//!     // the core's own dependency: add `heapless = "0.9"` to your Cargo.toml to copy this
+//!     // (or use `std::collections::VecDeque` on a hosted owner).
 //!     let mut work = heapless::Deque::<Input, 64>::new();
 //!     loop {
 //!         while let Some(output) = m.poll_output() {
@@ -194,6 +197,11 @@ pub mod inspect {
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
+
+// The package's README (the registry page) runs its quick start too.
+#[cfg(doctest)]
+#[doc = include_str!("../README.crate.md")]
+struct CrateReadmeDoctests;
 
 pub use machine::{outputs_per_device_input, queue_capacity, ClientView, DriverPhase, Lifecycle};
 pub use recorder::{Record, Recorder};

@@ -205,3 +205,130 @@ fn a_recorder_that_dropped_records_refuses_to_write_a_replay() {
         .is_err());
     let _ = (kernel, user);
 }
+
+/// The sequence diagram of the same trace: every input an arrow into the machine from the
+/// lifeline it comes from, every output an arrow out of it to the one it concerns, a
+/// refusal a cross with the error's text, and a note at each change of the clock.
+#[test]
+fn the_sequence_diagram_draws_every_input_and_output_on_its_lifeline() {
+    let r = reset_racing_unload();
+    let kernel = ClientHandle {
+        device: DEV,
+        slot: 0,
+        generation: 0,
+    };
+    let mut text = String::new();
+    r.recorder
+        .write_sequence_diagram(&mut text, &[(kernel, "ipoib")])
+        .expect("a String never fails to write");
+    println!("{text}");
+    let lines: Vec<&str> = text.lines().collect();
+    // The lifelines, in order: OS, machine, each client as it first appears, hardware.
+    let participants: Vec<&str> = lines
+        .iter()
+        .filter(|l| l.starts_with("    participant "))
+        .copied()
+        .collect();
+    assert_eq!(
+        participants,
+        [
+            "    participant OS",
+            "    participant M as machine",
+            "    participant C0_0_0 as ipoib",
+            "    participant C0_1_0 as client 1",
+            "    participant HW as hardware",
+        ]
+    );
+    let into_machine = lines.iter().filter(|l| l.contains("->>M: ")).count();
+    assert_eq!(
+        into_machine,
+        r.recorder.len(),
+        "one arrow per input\n{text}"
+    );
+    let out_of_machine = lines.iter().filter(|l| l.contains("    M->>")).count();
+    let outputs: usize = r.recorder.records().map(|x| x.outputs.len()).sum();
+    assert_eq!(out_of_machine, outputs, "one arrow per output\n{text}");
+    for expected in [
+        "    OS->>M: Start (request 1)",
+        "    HW->>M: StartDone: Started",
+        "    C0_0_0->>M: Register Trusted",
+        "    M-->>C0_0_0: Registered, epoch 0",
+        "    C0_1_0->>M: Access HardwareOp, epoch 0",
+        "    M->>C0_1_0: Reset",
+        "    OS->>M: Unload",
+        "    M->>OS: Fence client 1",
+        "    OS->>M: FenceDone",
+        "    Note over OS,HW: t = 5005",
+    ] {
+        assert!(lines.contains(&expected), "no line {expected:?} in\n{text}");
+    }
+    let refusal = lines
+        .iter()
+        .find(|l| l.starts_with("    M--xC0_0_0: refused: "))
+        .unwrap_or_else(|| panic!("the refused ResetExecute draws no cross\n{text}"));
+    assert!(!refusal.replace("#59;", "").contains(';'), "{refusal}");
+    assert_eq!(lines.last(), Some(&"    M->>OS: UnloadMayFinish"));
+}
+
+/// Message text that would end a Mermaid statement (`;`) or start an entity (`#`) is
+/// written as entity codes, and a client without a name gets its slot.
+#[test]
+fn the_sequence_diagram_escapes_what_mermaid_would_misread() {
+    let mut r: Recording<8, 8> = Recording::new();
+    r.feed(0, Input::AddDevice { device: DEV });
+    let client = r.client(0, ClientKind::Trusted);
+    let mut text = String::new();
+    r.recorder
+        .write_sequence_diagram(&mut text, &[(client, "a;b#c")])
+        .expect("a String never fails to write");
+    assert!(
+        text.contains("participant C0_0_0 as a#59;b#35;c\n"),
+        "{text}"
+    );
+    // A refused input shows its error; a vetoed query stop's text has a `;` in it.
+    let mut r: Recording<8, 8> = Recording::new();
+    r.feed(0, Input::AddDevice { device: DEV });
+    r.feed(
+        0,
+        Input::Start {
+            device: DEV,
+            token: RequestToken(1),
+        },
+    );
+    r.feed(
+        0,
+        Input::StartDone {
+            device: DEV,
+            result: StartResult::Started,
+        },
+    );
+    let c = r.client(0, ClientKind::Trusted);
+    r.feed(1, Input::CannotPause { client: c });
+    r.feed(
+        2,
+        Input::QueryStop {
+            device: DEV,
+            token: RequestToken(2),
+        },
+    );
+    let Err(error @ Error::Vetoed(_)) = r.last else {
+        panic!("query stop not vetoed: {:?}", r.last);
+    };
+    let mut text = String::new();
+    r.recorder
+        .write_sequence_diagram(&mut text, &[])
+        .expect("a String never fails to write");
+    let veto = text
+        .lines()
+        .find(|l| l.starts_with("    M--xOS: refused: vetoed"))
+        .unwrap_or_else(|| panic!("{text}"));
+    // The only `;` left are the entity codes' own.
+    let bare = veto.replace("#59;", "").replace("#35;", "");
+    assert!(!bare.contains(';'), "{veto}");
+    assert_eq!(
+        veto.contains("#59;"),
+        error.to_string().contains(';'),
+        "{veto}"
+    );
+    assert!(text.contains("participant C0_0_0 as client 0\n"), "{text}");
+}

@@ -35,9 +35,11 @@ pub mod gen;
 pub mod linux_port;
 pub mod model;
 pub mod observed;
-pub mod oracle;
 pub mod rng;
 pub mod sut;
+
+/// The invariant oracle: the published crate `pnp-lifecycle-oracle`, re-exported.
+pub use pnp_lifecycle_oracle as oracle;
 pub mod windows_port;
 pub mod world;
 

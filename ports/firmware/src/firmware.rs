@@ -201,8 +201,15 @@ impl Idle for WfiIdle {
 /// [`WfiIdle`] that sleeps deep (`SCB.SLEEPDEEP` set around the same masked `wfi`) when
 /// every device is in a low-power state. Any enabled interrupt still wakes it.
 #[cfg(feature = "cortex-m")]
-#[allow(missing_debug_implementations)] // SCB is not Debug
 pub struct DeepSleepIdle(pub cortex_m::peripheral::SCB);
+
+// SCB is not Debug: the name says it all.
+#[cfg(feature = "cortex-m")]
+impl core::fmt::Debug for DeepSleepIdle {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str("DeepSleepIdle")
+    }
+}
 
 #[cfg(feature = "cortex-m")]
 impl Idle for DeepSleepIdle {
@@ -306,6 +313,23 @@ where
     board: B,
     owed: Deque<Owed, Q>,
     error: Option<PortError<R::Error>>,
+}
+
+/// The completions thread mode owes and whether it holds an error; the lock, the reset
+/// control and the board need not be `Debug`.
+impl<L, R, B, const D: usize, const C: usize, const P: usize, const Q: usize> core::fmt::Debug
+    for Firmware<'_, L, R, B, D, C, P, Q>
+where
+    L: Lock<Shared<D, C, P, Q>>,
+    R: ResetControl,
+    B: Board,
+{
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Firmware")
+            .field("owed", &self.owed)
+            .field("error", &self.error.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 impl<'a, L, R, B, const D: usize, const C: usize, const P: usize, const Q: usize>

@@ -64,7 +64,7 @@
 
 #![no_std]
 #![forbid(unsafe_code)]
-#![deny(missing_docs)]
+#![deny(missing_docs, missing_debug_implementations)]
 #![deny(
     clippy::unwrap_used,
     clippy::expect_used,

@@ -72,6 +72,15 @@ impl<T: 'static> IsrLink<T> {
     }
 }
 
+/// Whether the shared state was installed (`T` need not be `Debug`).
+impl<T: 'static> core::fmt::Debug for IsrLink<T> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("IsrLink")
+            .field("installed", &self.get().is_some())
+            .finish()
+    }
+}
+
 impl<T: 'static> Default for IsrLink<T> {
     fn default() -> Self {
         Self::new()

@@ -1,15 +1,56 @@
-//! The oracle: the rules of `DESIGN.md` (I1-I14 and the unnumbered rules it can see)
-//! as executable predicates over one step (the owner's `now`, the machine before, the
-//! input, the result, the outputs drained after it, the machine after), plus the
-//! owner-side bookkeeping they need (what each client was told, which callback is in
-//! flight since when, which fences, hardware commands and tokens are outstanding, when
-//! each cycle and removal began).
+//! # pnp-lifecycle-oracle
 //!
-//! The oracle never looks inside the core: it uses the [`Sut`] observations only (outputs,
-//! replies and public queries), so it checks the core's own decisions with the reference
-//! model off.
+//! The invariant oracle of [`pnp_lifecycle`]: the rules of its design (I1–I14 and the
+//! unnumbered rules it can see: one callback in flight, fences, vetoes, every fatal error
+//! answered, every state change listed) as executable predicates over one step of an
+//! owner — its `now`, the machine before, the input, the answer, the outputs drained after
+//! it, the machine after — plus the owner-side bookkeeping they need (what each client
+//! was told, which callback is in flight since when, which fences, hardware commands and
+//! tokens are outstanding).
+//!
+//! It never looks inside the core's decisions: it uses the [`Sut`] observations only
+//! (outputs, replies and public queries), so it checks an owner's stream without a
+//! reference model. Run it on your own owner in tests or fuzzing: clone the machine before
+//! each input (a `Lifecycle` is `Clone`), feed, drain, and hand the step to
+//! [`Oracle::check_step`]; when your owner is done, [`Oracle::check_quiescent`] checks that
+//! nothing was left (no token, cycle, callback or client).
+//!
+//! ```
+//! use pnp_lifecycle::*;
+//! use pnp_lifecycle_oracle::Oracle;
+//!
+//! type Hca = Lifecycle<1, 4, 1, { queue_capacity(1, 4) }>;
+//! let mut m = Hca::new(Config::DEFAULT);
+//! let mut oracle = Oracle::new(1);
+//! let dev = DeviceId(0);
+//! let mut step = |m: &mut Hca, now: Tick, input: Input| {
+//!     let before = m.clone();
+//!     let result = m.handle(now, input);
+//!     let outputs: Vec<Output> = core::iter::from_fn(|| m.poll_output()).collect();
+//!     oracle.check_step(now, &before, &input, &result, &outputs, m)?;
+//!     Ok::<_, pnp_lifecycle_oracle::Violation>(outputs)
+//! };
+//! step(&mut m, Tick(0), Input::AddDevice { device: dev })?;
+//! step(&mut m, Tick(0), Input::Start { device: dev, token: RequestToken(1) })?;
+//! let outputs = step(&mut m, Tick(5), Input::StartDone { device: dev, result: StartResult::Started })?;
+//! assert!(matches!(outputs[0], Output::Complete { status: Status::Success, .. }));
+//! // A start reported twice is refused, and the oracle checks that nothing changed (I10).
+//! step(&mut m, Tick(6), Input::StartDone { device: dev, result: StartResult::Started })?;
+//! # Ok::<(), pnp_lifecycle_oracle::Violation>(())
+//! ```
+//!
+//! The `pnp-lifecycle` repository's testkit drives it with an independent reference model,
+//! random and exhaustive inputs, and planted faults that show each check bites.
 
-use crate::sut::Sut;
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+// The oracle reads best as one arm per input kind with the check inside it.
+#![allow(clippy::collapsible_match, clippy::collapsible_if)]
+
+pub mod sut;
+
+pub use sut::Sut;
+
 use pnp_lifecycle::table::{disposition, is_listed, Disposition};
 use pnp_lifecycle::{
     Access, ClientHandle, ClientKind, ClientState, Config, CycleOutcome, DeviceId, DriverPhase,
@@ -43,7 +84,7 @@ pub enum Check {
     I7,
     /// I8: every accepted reset request is served by a cycle.
     I8,
-    /// I9: liveness (see [`crate::world::drive_to_quiescence`]).
+    /// I9: liveness (the testkit's `world::drive_to_quiescence` drives it).
     I9,
     /// I10: a refused input changes nothing and queues nothing.
     I10,
@@ -2139,7 +2180,7 @@ impl Oracle {
     }
 
     /// The obligations that must be met once everything settled (after
-    /// [`crate::world::drive_to_quiescence`]): no token, cycle, callback or client left.
+    /// the testkit's `world::drive_to_quiescence`): no token, cycle, callback or client left.
     pub fn check_quiescent(&self) -> Result<(), Violation> {
         for (i, b) in self.devices.iter().enumerate() {
             if !b.tokens.is_empty() {
@@ -2203,3 +2244,8 @@ pub fn client_of(input: &Input) -> Option<ClientHandle> {
         _ => None,
     }
 }
+
+// The README's example compiles and runs as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
