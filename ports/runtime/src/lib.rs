@@ -51,6 +51,8 @@ extern crate alloc;
 extern crate std;
 
 mod owner;
+#[cfg(pnp_faults)]
+pub mod planted;
 mod runtime;
 #[cfg(feature = "shuttle")]
 mod shuttle_kernel;

@@ -1,104 +1,18 @@
 //! The runtime's own guarantees, with a toy port: order, one callback a client at a time,
-//! waits that refuse inside a callback, fences that cancel, wait and overrun, and a
-//! dispatcher abandoned to a stuck callback while the others go on. The threaded tests run
-//! under shuttle (random and PCT schedules).
+//! waits that refuse inside a callback, fences that cancel, wait and overrun, a dispatcher
+//! abandoned to a stuck callback while the others go on, and a removal whose completion
+//! waits for the teardown. The threaded tests run under shuttle (random and PCT
+//! schedules).
+
+mod toy;
 
 use std::sync::{Arc, Mutex, OnceLock};
 
 use pnp_lifecycle::{
-    queue_capacity, ClientHandle, ClientKind, Config, DeviceId, Event, HardwareCommand, Input,
-    PhaseKind, ResetResult, StartResult, Tick,
+    ClientHandle, ClientKind, Config, Event, HardwareCommand, Input, PhaseKind, Tick,
 };
-use pnp_lifecycle_runtime::{
-    Completion, ContextId, Dispatch, ManualClock, News, Os, Owner, Runtime, ShuttleKernel,
-    WouldDeadlock,
-};
-
-const DEV: DeviceId = DeviceId(0);
-type Cb = Arc<dyn Fn(ClientHandle, Event) -> Option<Input> + Send + Sync>;
-
-/// What the toy port saw, in order.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Seen {
-    Enter(ClientHandle, Event),
-    Exit(ClientHandle),
-    Hardware(HardwareCommand),
-    Completed(u32, Completion),
-    Fenced(ClientHandle, bool),
-}
-
-#[derive(Default)]
-struct Toy {
-    log: Mutex<Vec<Seen>>,
-}
-
-impl Toy {
-    fn push(&self, s: Seen) {
-        self.log.lock().unwrap().push(s);
-    }
-    fn log(&self) -> Vec<Seen> {
-        self.log.lock().unwrap().clone()
-    }
-}
-
-impl Os for Toy {
-    type Callback = Cb;
-    type Request = u32;
-    type Job = ();
-
-    fn call(&self, cb: &Cb, client: ClientHandle, event: Event) -> Option<Input> {
-        self.push(Seen::Enter(client, event));
-        let answer = cb(client, event);
-        self.push(Seen::Exit(client));
-        answer
-    }
-
-    fn hardware(&self, device: DeviceId, command: HardwareCommand) -> Option<Input> {
-        self.push(Seen::Hardware(command));
-        match command {
-            HardwareCommand::Start => Some(Input::StartDone {
-                device,
-                result: StartResult::Started,
-            }),
-            HardwareCommand::Reset => Some(Input::ResetDone {
-                device,
-                result: ResetResult::Succeeded,
-            }),
-            HardwareCommand::PowerDown => Some(Input::PowerDownDone { device }),
-            HardwareCommand::PowerUp => Some(Input::PowerUpDone {
-                device,
-                result: pnp_lifecycle::PowerUpResult::Powered,
-            }),
-            _ => None,
-        }
-    }
-
-    fn complete(&self, request: u32, completion: Completion) {
-        self.push(Seen::Completed(request, completion));
-    }
-
-    fn news(&self, news: News) {
-        if let News::Fenced { client, overran } = news {
-            self.push(Seen::Fenced(client, overran));
-        }
-    }
-}
-
-type Rt = Runtime<Toy, ShuttleKernel, 1, 4, 1, { queue_capacity(1, 4) }>;
-type Plain = Owner<Toy, 1, 4, 1, { queue_capacity(1, 4) }>;
-
-fn quiet() -> Cb {
-    Arc::new(|_, _| None)
-}
-
-/// A started device, fed through the runtime.
-fn started(rt: &Arc<Rt>) {
-    rt.feed(Input::AddDevice { device: DEV }).unwrap();
-    rt.with(|o, now| o.submit(now, 1, |token| Input::Start { device: DEV, token }))
-        .unwrap();
-    rt.wait_until(|o, _| (o.machine().phase(DEV) == Some(PhaseKind::Running)).then_some(()))
-        .unwrap();
-}
+use pnp_lifecycle_runtime::{ContextId, Dispatch, ManualClock, Runtime, WouldDeadlock};
+use toy::{quiet, started, Cb, Plain, Rt, Seen, Toy, DEV};
 
 fn no_client_called_twice_at_once(log: &[Seen]) {
     let mut inside: Vec<ClientHandle> = Vec::new();
@@ -443,4 +357,18 @@ fn a_ports_wake_up_is_in_poll_timeout_until_the_timer_passes_it() {
     assert_eq!(o.poll_timeout(), Some(Tick(300)));
     o.timeout(Tick(1_000)).unwrap();
     assert_eq!(o.poll_timeout(), None);
+}
+
+#[test]
+fn a_removal_completes_only_after_its_teardown_returned() {
+    let mut schedules = 0;
+    for dispatch in [Dispatch::Thread, Dispatch::Inline] {
+        let check = move || toy::remove_behind_a_slow_teardown(dispatch, |_| {});
+        shuttle::check_random(check, 1_000);
+        shuttle::check_pct(check, 1_000, 3);
+        schedules += 2_000;
+    }
+    println!(
+        "a_removal_completes_only_after_its_teardown_returned: {schedules} schedules, none early"
+    );
 }
