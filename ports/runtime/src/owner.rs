@@ -262,6 +262,31 @@ pub struct Owner<O: Os, const D: usize, const C: usize, const P: usize, const Q:
     fault: crate::planted::Fault,
 }
 
+impl<O: Os, const D: usize, const C: usize, const P: usize, const Q: usize> core::fmt::Debug
+    for Owner<O, D, C, P, Q>
+{
+    /// The machine, the work queue in order, and what is being carried out, waited for
+    /// and counted (OS objects are opaque: shown by the client or request they belong to).
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let work: Vec<&Work<O>> = self.work.iter().map(|q| &q.work).collect();
+        let clients: Vec<ClientHandle> = self.callbacks.iter().map(|(c, _)| *c).collect();
+        let requests: Vec<RequestToken> = self.requests.iter().map(|(t, _)| *t).collect();
+        f.debug_struct("Owner")
+            .field("machine", &self.machine)
+            .field("clients_with_callbacks", &clients)
+            .field("pending_requests", &requests)
+            .field("work", &work)
+            .field("running", &self.running)
+            .field("fences", &self.fences)
+            .field("fence_grace", &self.fence_grace)
+            .field("idle_dispatchers", &self.idle_dispatchers)
+            .field("wakeups", &self.wakeups)
+            .field("unload_finished", &self.unload_finished)
+            .field("anomalies", &self.anomalies)
+            .finish_non_exhaustive()
+    }
+}
+
 impl<O: Os, const D: usize, const C: usize, const P: usize, const Q: usize> Owner<O, D, C, P, Q> {
     /// An owner with no device. A fence waits for a running callback or operation for
     /// the longer of the config's callback and operation timeouts.

@@ -51,6 +51,7 @@ fn no_barrier(rt: &Arc<Rt>) {
 #[test]
 fn planted_completion_overtaking_the_teardown_is_caught() {
     let _serial = serial();
+    println!(); // off the test harness's "test name ... " line
     for dispatch in [Dispatch::Thread, Dispatch::Inline] {
         let message = failure(move || toy::remove_behind_a_slow_teardown(dispatch, no_barrier))
             .unwrap_or_else(|| {
@@ -71,6 +72,7 @@ fn planted_completion_overtaking_the_teardown_is_caught() {
 #[test]
 fn control_without_a_fault_is_clean() {
     let _serial = serial();
+    println!(); // off the test harness's "test name ... " line
     for dispatch in [Dispatch::Thread, Dispatch::Inline] {
         let found = failure(move || toy::remove_behind_a_slow_teardown(dispatch, no_fault));
         assert_eq!(found, None, "{dispatch:?}");

@@ -11,7 +11,9 @@ use std::sync::{Arc, Mutex, OnceLock};
 use pnp_lifecycle::{
     ClientHandle, ClientKind, Config, Event, HardwareCommand, Input, PhaseKind, Tick,
 };
-use pnp_lifecycle_runtime::{ContextId, Dispatch, ManualClock, Runtime, WouldDeadlock};
+use pnp_lifecycle_runtime::{
+    ContextId, Dispatch, ManualClock, Runtime, UnloadError, WouldDeadlock,
+};
 use toy::{quiet, started, Cb, Plain, Rt, Seen, Toy, DEV};
 
 fn no_client_called_twice_at_once(log: &[Seen]) {
@@ -45,7 +47,9 @@ fn a_blocking_wait_inside_a_callback_is_refused_and_changes_nothing() {
                 let rt = me2.get().unwrap();
                 // A blocking detach from inside the callback would wait for itself.
                 let r = rt.wait_until(|o, _| o.machine().client(client).is_none().then_some(()));
-                *refused2.lock().unwrap() = Some(r);
+                // So would a driver unload.
+                let u = rt.unload();
+                *refused2.lock().unwrap() = Some((r, u));
                 return Some(Input::ResetExecute { client });
             }
             None
@@ -60,9 +64,14 @@ fn a_blocking_wait_inside_a_callback_is_refused_and_changes_nothing() {
             (o.machine().epoch(DEV) == Some(pnp_lifecycle::Epoch(1))).then_some(())
         })
         .unwrap();
-        assert_eq!(*refused.lock().unwrap(), Some(Err(WouldDeadlock)));
+        assert_eq!(
+            *refused.lock().unwrap(),
+            Some((Err(WouldDeadlock), Err(UnloadError::WouldDeadlock)))
+        );
+        // The refused unload changed nothing: the driver is still loaded.
+        assert!(!rt.inspect(|o| o.unload_finished()));
         rt.feed(Input::Unregister { client }).unwrap();
-        rt.unload().unwrap().unwrap();
+        rt.unload().unwrap();
         no_client_called_twice_at_once(&rt.os().log());
     };
     shuttle::check_random(check, 1_000);
@@ -139,7 +148,7 @@ fn a_stuck_callback_holds_up_only_its_own_client_and_its_fence_overruns() {
         );
         release.send(()).unwrap();
         rt.feed(Input::Unregister { client: b }).unwrap();
-        rt.unload().unwrap().unwrap();
+        rt.unload().unwrap();
         let log = rt.os().log();
         no_client_called_twice_at_once(&log);
         // Nothing reached A after its fence but the RESET it was handed before.
@@ -295,7 +304,7 @@ fn the_timer_never_carries_out_work_so_a_stuck_inline_callback_is_still_fenced()
             .unwrap();
         assert!(rt.inspect(|o| o.machine().client(a).is_some()));
         release.send(()).unwrap();
-        rt.unload().unwrap().unwrap();
+        rt.unload().unwrap();
         no_client_called_twice_at_once(&rt.os().log());
     };
     shuttle::check_random(check, 500);
@@ -371,4 +380,19 @@ fn a_removal_completes_only_after_its_teardown_returned() {
     println!(
         "a_removal_completes_only_after_its_teardown_returned: {schedules} schedules, none early"
     );
+}
+
+#[test]
+fn unload_errors_say_what_happened_and_keep_the_machines_refusal_as_their_source() {
+    use core::error::Error as _;
+    let refused = UnloadError::Refused(pnp_lifecycle::Error::Unloaded);
+    assert!(
+        refused.to_string().starts_with("unload refused: "),
+        "{refused}"
+    );
+    assert!(refused.source().is_some());
+    let deadlock = UnloadError::from(WouldDeadlock);
+    assert_eq!(deadlock, UnloadError::WouldDeadlock);
+    assert_eq!(deadlock.to_string(), WouldDeadlock.to_string());
+    assert!(deadlock.source().is_none());
 }

@@ -193,6 +193,6 @@ pub fn remove_behind_a_slow_teardown(dispatch: Dispatch, setup: fn(&Arc<Rt>)) {
     if let Some(h) = helper {
         h.join().unwrap();
     }
-    rt.unload().unwrap().unwrap();
+    rt.unload().unwrap();
     done_after_teardown(&rt.os().log(), 3);
 }
