@@ -322,6 +322,10 @@ impl<O: Os, const D: usize, const C: usize, const P: usize, const Q: usize> Owne
     }
 
     /// Feed one input at `now` and take every output into the work queue.
+    ///
+    /// # Errors
+    ///
+    /// The machine's refusal ([`Error`]); nothing changed then.
     pub fn feed(&mut self, now: Tick, input: Input) -> Result<Reply, Error> {
         let reply = self.machine.handle(now, input);
         self.drain(now);
@@ -329,6 +333,11 @@ impl<O: Os, const D: usize, const C: usize, const P: usize, const Q: usize> Owne
     }
 
     /// Register a client whose events go to `callback`.
+    ///
+    /// # Errors
+    ///
+    /// The machine's refusal (no such device, no free slot, removal or unload begun);
+    /// nothing changed and `callback` is dropped.
     pub fn register(
         &mut self,
         now: Tick,
@@ -350,6 +359,10 @@ impl<O: Os, const D: usize, const C: usize, const P: usize, const Q: usize> Owne
     /// nothing changed, and `request` is completed with the refusal through the work
     /// queue (behind what was ordered before it). Either completion is carried out only
     /// after every hardware command of the request's device ordered before it.
+    ///
+    /// # Errors
+    ///
+    /// The machine's refusal of the input (also handed to `request`'s completion).
     pub fn submit(
         &mut self,
         now: Tick,
@@ -422,6 +435,11 @@ impl<O: Os, const D: usize, const C: usize, const P: usize, const Q: usize> Owne
     /// [`AccessAnswer::WaitForPowerUp`]: not in flight; the device was in an idle
     /// power-down and the machine commanded the power-up: the port waits (with its own
     /// deadline) for `Event::Resumed` and asks again.
+    ///
+    /// # Errors
+    ///
+    /// The machine's refusal of the access (a stale epoch, a reset cycle, system sleep,
+    /// a revoked client...): not in flight, nothing changed.
     pub fn operation_begin(
         &mut self,
         now: Tick,
@@ -444,6 +462,10 @@ impl<O: Os, const D: usize, const C: usize, const P: usize, const Q: usize> Owne
 
     /// A granted hardware operation returned. For a fenced client it only ends the
     /// fence's wait for it.
+    ///
+    /// # Errors
+    ///
+    /// The machine's refusal of `AccessDone` (no operation of `client` in flight).
     pub fn operation_done(&mut self, now: Tick, client: ClientHandle) -> Result<(), Error> {
         if let Some(f) = self.fences.iter_mut().find(|f| f.client == client) {
             f.operations = f.operations.saturating_sub(1);
@@ -454,6 +476,10 @@ impl<O: Os, const D: usize, const C: usize, const P: usize, const Q: usize> Owne
     }
 
     /// The timer: drop passed wake-ups, end fences whose grace passed, then feed `Timeout`.
+    ///
+    /// # Errors
+    ///
+    /// The machine's refusal of `Timeout` (only after unload finished).
     pub fn timeout(&mut self, now: Tick) -> Result<(), Error> {
         self.wakeups.retain(|at| *at > now);
         self.expire_fences(now);

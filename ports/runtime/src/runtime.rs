@@ -161,6 +161,10 @@ impl<O: Os, K: Kernel, const D: usize, const C: usize, const P: usize, const Q: 
     }
 
     /// Feed one input at the clock's `now`.
+    ///
+    /// # Errors
+    ///
+    /// The machine's refusal ([`Error`]); nothing changed then.
     pub fn feed(self: &Arc<Self>, input: Input) -> Result<Reply, Error> {
         self.with(|owner, now| owner.feed(now, input))
     }
@@ -169,6 +173,11 @@ impl<O: Os, K: Kernel, const D: usize, const C: usize, const P: usize, const Q: 
     /// (a callback that never returns would stop time): with [`Dispatch::Inline`] the
     /// work it ordered goes to a worker thread, as a kernel timer hands work to a
     /// workqueue.
+    ///
+    /// # Errors
+    ///
+    /// The machine's refusal of `Timeout` (only after unload finished): fences whose grace
+    /// passed were ended all the same.
     pub fn timeout(self: &Arc<Self>) -> Result<(), Error> {
         let result = self.state.with(|owner| owner.timeout(self.clock.now()));
         match self.dispatch {
@@ -179,7 +188,11 @@ impl<O: Os, K: Kernel, const D: usize, const C: usize, const P: usize, const Q: 
     }
 
     /// Block until `f` returns `Some`, carrying out no work meanwhile (the body of a timer
-    /// thread). Refused like [`Self::wait_until`] where it would wait for itself.
+    /// thread).
+    ///
+    /// # Errors
+    ///
+    /// [`WouldDeadlock`] where it would wait for itself, like [`Self::wait_until`].
     pub fn watch<R>(
         self: &Arc<Self>,
         mut f: impl FnMut(&mut Owner<O, D, C, P, Q>, Tick) -> Option<R>,
@@ -215,6 +228,10 @@ impl<O: Os, K: Kernel, const D: usize, const C: usize, const P: usize, const Q: 
     /// could wait for itself (inside a callback or a hardware command) it changes nothing
     /// and returns [`WouldDeadlock`]. With [`Dispatch::Inline`] the caller carries out
     /// work while it waits.
+    ///
+    /// # Errors
+    ///
+    /// [`WouldDeadlock`] from inside a callback or a hardware command; nothing changed.
     pub fn wait_until<R>(
         self: &Arc<Self>,
         mut f: impl FnMut(&mut Owner<O, D, C, P, Q>, Tick) -> Option<R>,
