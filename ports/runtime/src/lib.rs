@@ -6,7 +6,8 @@
 //!
 //! `no_std` with `alloc` (as in a kernel): the work queue and the tables of OS objects
 //! grow with what the machine ordered. Feature `std` (default) adds [`StdKernel`] and the
-//! clocks; feature `shuttle` adds [`ShuttleKernel`] for deterministic concurrency tests.
+//! clocks; feature `shuttle` adds `ShuttleKernel` (the same runtime under the `shuttle`
+//! crate's deterministic scheduler) for concurrency tests.
 //!
 //! # What it guarantees
 //!
@@ -18,13 +19,21 @@
 //!   ([`Work`], [`Os`]). Each item belongs to a lane (its client; its device, for hardware
 //!   and for [`News::Fenced`], so a port hears a fence before the hardware commands it let
 //!   go ahead; one line for completions, other news and the port's jobs); a lane's items
-//!   run one at a time in output order, and different lanes run side by side. So a client sees its
-//!   events in order, never two callbacks at once (the machine has at most one in flight
+//!   run one at a time in output order, and different lanes run side by side. So a client
+//!   sees its events in order, never two callbacks at once (the machine has at most one in flight
 //!   and hears `CallbackDone` only after it returned), and a callback that never returns
 //!   holds up nobody but its own client.
+//! * **"Done" comes last.** A request's completion, [`News::DeviceRemoved`] and
+//!   [`News::UnloadMayFinish`] are what an OS reads as "the driver is done" (no driver
+//!   code may run for a device after `IRP_MN_REMOVE_DEVICE` completes or PCI `remove`
+//!   returns). Each is carried out only after every hardware command its device's lane
+//!   (every device's, for unload) was given before it has returned: an ordering barrier
+//!   between lanes, kept by [`Owner::take`] without holding the lock while it waits.
+//!   Client lanes never hold it up (a stuck callback is bounded by the machine's
+//!   deadlines and the fence).
 //! * **Waits that refuse instead of deadlocking.** A blocking wait ([`Runtime::wait_until`],
 //!   [`Runtime::unload`]) called from inside a callback or a hardware command returns
-//!   [`WouldDeadlock`] and changes nothing.
+//!   [`WouldDeadlock`] (for unload, [`UnloadError::WouldDeadlock`]) and changes nothing.
 //! * **Brackets and fences.** A client's hardware operation is an `Access` bracket closed
 //!   by [`Owner::operation_done`]. When the machine asks for a fence, a queued callback of
 //!   the client is cancelled, a running callback and operations in flight are waited out
@@ -45,6 +54,7 @@
 #![no_std]
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
+#![deny(missing_debug_implementations)]
 
 extern crate alloc;
 #[cfg(feature = "std")]
@@ -52,6 +62,8 @@ extern crate std;
 
 mod fast;
 mod owner;
+#[cfg(pnp_faults)]
+pub mod planted;
 mod runtime;
 #[cfg(feature = "shuttle")]
 mod shuttle_kernel;
@@ -60,7 +72,9 @@ mod std_kernel;
 
 pub use fast::{AtomicWord, End, Gate, Ticket};
 pub use owner::{Completion, ContextId, Done, News, Os, Owner, Work};
-pub use runtime::{carry_out, Clock, Dispatch, Kernel, Monitor, Runtime, WouldDeadlock};
+pub use runtime::{
+    carry_out, Clock, Dispatch, Kernel, Monitor, Runtime, UnloadError, WouldDeadlock,
+};
 #[cfg(feature = "shuttle")]
 pub use shuttle_kernel::{ShuttleKernel, ShuttleMonitor};
 #[cfg(feature = "std")]

@@ -183,10 +183,47 @@ impl<O: Os> Work<O> {
     }
 }
 
+/// Which device lanes an item waits for: it is not handed out while an item of such a
+/// lane ordered before it is queued or running. A request's completion, `DeviceRemoved`
+/// and `UnloadMayFinish` are the OS's "the driver is done" (after `IRP_MN_REMOVE_DEVICE`
+/// completes or PCI `remove` returns no driver code may run for the device), so they wait
+/// for the teardown the machine ordered before them. Client lanes never hold them up: a
+/// stuck callback is bounded by the machine's deadlines and the fence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum After {
+    Nothing,
+    Device(DeviceId),
+    EveryDevice,
+}
+
+impl After {
+    fn waits_for(self, lane: Lane) -> bool {
+        match (self, lane) {
+            (After::Device(d), Lane::Device(l)) => d == l,
+            (After::EveryDevice, Lane::Device(_)) => true,
+            _ => false,
+        }
+    }
+
+    /// `Some(device)`, or every device if the input names none.
+    fn device(device: Option<DeviceId>) -> Self {
+        device.map_or(After::EveryDevice, After::Device)
+    }
+}
+
+/// A work item in the queue: its place in the machine's order and what it waits for.
+struct Queued<O: Os> {
+    seq: u64,
+    after: After,
+    work: Work<O>,
+}
+
 /// A work item being carried out.
 #[derive(Debug, Clone, Copy)]
 struct Running {
     lane: Lane,
+    /// Its place in the machine's order (see [`After`]).
+    seq: u64,
     context: ContextId,
     /// Its client's fence outran its grace: what it returns is not reported.
     abandoned: bool,
@@ -207,7 +244,9 @@ pub struct Owner<O: Os, const D: usize, const C: usize, const P: usize, const Q:
     callbacks: Vec<(ClientHandle, O::Callback)>,
     requests: Vec<(RequestToken, O::Request)>,
     last_token: u32,
-    work: VecDeque<Work<O>>,
+    work: VecDeque<Queued<O>>,
+    /// The order number of the next queued item.
+    next_seq: u64,
     /// Work items being carried out, each by one context.
     running: Vec<Running>,
     fences: Vec<FenceWait>,
@@ -219,6 +258,33 @@ pub struct Owner<O: Os, const D: usize, const C: usize, const P: usize, const Q:
     wakeups: Vec<Tick>,
     unload_finished: bool,
     anomalies: u32,
+    #[cfg(pnp_faults)]
+    fault: crate::planted::Fault,
+}
+
+impl<O: Os, const D: usize, const C: usize, const P: usize, const Q: usize> core::fmt::Debug
+    for Owner<O, D, C, P, Q>
+{
+    /// The machine, the work queue in order, and what is being carried out, waited for
+    /// and counted (OS objects are opaque: shown by the client or request they belong to).
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let work: Vec<&Work<O>> = self.work.iter().map(|q| &q.work).collect();
+        let clients: Vec<ClientHandle> = self.callbacks.iter().map(|(c, _)| *c).collect();
+        let requests: Vec<RequestToken> = self.requests.iter().map(|(t, _)| *t).collect();
+        f.debug_struct("Owner")
+            .field("machine", &self.machine)
+            .field("clients_with_callbacks", &clients)
+            .field("pending_requests", &requests)
+            .field("work", &work)
+            .field("running", &self.running)
+            .field("fences", &self.fences)
+            .field("fence_grace", &self.fence_grace)
+            .field("idle_dispatchers", &self.idle_dispatchers)
+            .field("wakeups", &self.wakeups)
+            .field("unload_finished", &self.unload_finished)
+            .field("anomalies", &self.anomalies)
+            .finish_non_exhaustive()
+    }
 }
 
 impl<O: Os, const D: usize, const C: usize, const P: usize, const Q: usize> Owner<O, D, C, P, Q> {
@@ -231,6 +297,7 @@ impl<O: Os, const D: usize, const C: usize, const P: usize, const Q: usize> Owne
             requests: Vec::new(),
             last_token: 0,
             work: VecDeque::new(),
+            next_seq: 0,
             running: Vec::new(),
             fences: Vec::new(),
             fences_done: VecDeque::new(),
@@ -239,6 +306,8 @@ impl<O: Os, const D: usize, const C: usize, const P: usize, const Q: usize> Owne
             wakeups: Vec::new(),
             unload_finished: false,
             anomalies: 0,
+            #[cfg(pnp_faults)]
+            fault: crate::planted::Fault::None,
         }
     }
 
@@ -253,6 +322,10 @@ impl<O: Os, const D: usize, const C: usize, const P: usize, const Q: usize> Owne
     }
 
     /// Feed one input at `now` and take every output into the work queue.
+    ///
+    /// # Errors
+    ///
+    /// The machine's refusal ([`Error`]); nothing changed then.
     pub fn feed(&mut self, now: Tick, input: Input) -> Result<Reply, Error> {
         let reply = self.machine.handle(now, input);
         self.drain(now);
@@ -260,6 +333,11 @@ impl<O: Os, const D: usize, const C: usize, const P: usize, const Q: usize> Owne
     }
 
     /// Register a client whose events go to `callback`.
+    ///
+    /// # Errors
+    ///
+    /// The machine's refusal (no such device, no free slot, removal or unload begun);
+    /// nothing changed and `callback` is dropped.
     pub fn register(
         &mut self,
         now: Tick,
@@ -279,7 +357,12 @@ impl<O: Os, const D: usize, const C: usize, const P: usize, const Q: usize> Owne
     /// pending request holds, so OS requests are never confused), and `request` is
     /// completed through the work queue when the machine completes the token. Refused:
     /// nothing changed, and `request` is completed with the refusal through the work
-    /// queue (behind what was ordered before it).
+    /// queue (behind what was ordered before it). Either completion is carried out only
+    /// after every hardware command of the request's device ordered before it.
+    ///
+    /// # Errors
+    ///
+    /// The machine's refusal of the input (also handed to `request`'s completion).
     pub fn submit(
         &mut self,
         now: Tick,
@@ -288,15 +371,20 @@ impl<O: Os, const D: usize, const C: usize, const P: usize, const Q: usize> Owne
     ) -> Result<RequestToken, Error> {
         let token = self.mint_token();
         self.requests.push((token, request));
-        match self.feed(now, input(token)) {
+        let input = input(token);
+        match self.feed(now, input) {
             Ok(_) => Ok(token),
             Err(e) => {
                 if let Some(pos) = self.requests.iter().position(|(t, _)| *t == token) {
                     let (_, request) = self.requests.swap_remove(pos);
-                    self.work.push_back(Work::Complete {
-                        request,
-                        completion: Completion::Refused(e),
-                    });
+                    let completion = Completion::Refused(e);
+                    self.push(
+                        After::device(input.device()),
+                        Work::Complete {
+                            request,
+                            completion,
+                        },
+                    );
                 }
                 Err(e)
             }
@@ -304,21 +392,42 @@ impl<O: Os, const D: usize, const C: usize, const P: usize, const Q: usize> Owne
     }
 
     /// Feed an input that has no token and complete `request` behind every output it
-    /// caused (`IRP_MN_SURPRISE_REMOVAL`).
+    /// caused (`IRP_MN_SURPRISE_REMOVAL`): carried out only after every hardware command
+    /// of the input's device (every device, if it names none) ordered before it.
     pub fn feed_then_complete(&mut self, now: Tick, input: Input, request: O::Request) {
         let completion = match self.feed(now, input) {
             Ok(_) => Completion::Done(Status::Success),
             Err(e) => Completion::Refused(e),
         };
-        self.work.push_back(Work::Complete {
-            request,
-            completion,
-        });
+        self.push(
+            After::device(input.device()),
+            Work::Complete {
+                request,
+                completion,
+            },
+        );
     }
 
     /// Queue one of the port's own jobs behind the work already ordered.
     pub fn push_job(&mut self, job: O::Job) {
-        self.work.push_back(Work::Job(job));
+        self.push(After::Nothing, Work::Job(job));
+    }
+
+    fn push(&mut self, after: After, work: Work<O>) {
+        #[cfg(pnp_faults)]
+        let after = match self.fault {
+            crate::planted::Fault::CompletionOvertakesTeardown => After::Nothing,
+            crate::planted::Fault::None => after,
+        };
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        self.work.push_back(Queued { seq, after, work });
+    }
+
+    /// Plant `fault` in this owner's decisions (tests only: `--cfg pnp_faults`).
+    #[cfg(pnp_faults)]
+    pub fn plant(&mut self, fault: crate::planted::Fault) {
+        self.fault = fault;
     }
 
     /// A hardware operation of `client` through the interface of `epoch` asks to begin.
@@ -326,6 +435,11 @@ impl<O: Os, const D: usize, const C: usize, const P: usize, const Q: usize> Owne
     /// [`AccessAnswer::WaitForPowerUp`]: not in flight; the device was in an idle
     /// power-down and the machine commanded the power-up: the port waits (with its own
     /// deadline) for `Event::Resumed` and asks again.
+    ///
+    /// # Errors
+    ///
+    /// The machine's refusal of the access (a stale epoch, a reset cycle, system sleep,
+    /// a revoked client...): not in flight, nothing changed.
     pub fn operation_begin(
         &mut self,
         now: Tick,
@@ -348,6 +462,10 @@ impl<O: Os, const D: usize, const C: usize, const P: usize, const Q: usize> Owne
 
     /// A granted hardware operation returned. For a fenced client it only ends the
     /// fence's wait for it.
+    ///
+    /// # Errors
+    ///
+    /// The machine's refusal of `AccessDone` (no operation of `client` in flight).
     pub fn operation_done(&mut self, now: Tick, client: ClientHandle) -> Result<(), Error> {
         if let Some(f) = self.fences.iter_mut().find(|f| f.client == client) {
             f.operations = f.operations.saturating_sub(1);
@@ -358,6 +476,10 @@ impl<O: Os, const D: usize, const C: usize, const P: usize, const Q: usize> Owne
     }
 
     /// The timer: drop passed wake-ups, end fences whose grace passed, then feed `Timeout`.
+    ///
+    /// # Errors
+    ///
+    /// The machine's refusal of `Timeout` (only after unload finished).
     pub fn timeout(&mut self, now: Tick) -> Result<(), Error> {
         self.wakeups.retain(|at| *at > now);
         self.expire_fences(now);
@@ -390,16 +512,21 @@ impl<O: Os, const D: usize, const C: usize, const P: usize, const Q: usize> Owne
     /// Take the next work item `context` may carry out outside the lock: the first whose
     /// lane (its client, its device, or the OS line) has nothing running. So items of one
     /// lane run one at a time in the machine's order, and a callback that never returns
-    /// holds up only its own client. `None` if nothing is ready or `context` is already
-    /// carrying out an item. Hand it back with [`Self::finish`].
+    /// holds up only its own client. A request's completion, `DeviceRemoved` and
+    /// `UnloadMayFinish` also wait until the hardware commands of their device (every
+    /// device, for unload) ordered before them were carried out: once the OS hears the
+    /// driver is done with a device, none of its code runs for it. `None` if nothing is
+    /// ready or `context` is already carrying out an item. Hand it back with
+    /// [`Self::finish`].
     pub fn take(&mut self, context: ContextId) -> Option<Work<O>> {
         if self.running.iter().any(|r| r.context == context) {
             return None;
         }
         let index = self.ready_index()?;
-        let work = self.work.remove(index)?;
+        let Queued { seq, work, .. } = self.work.remove(index)?;
         self.running.push(Running {
             lane: work.lane(),
+            seq,
             context,
             abandoned: false,
         });
@@ -407,9 +534,38 @@ impl<O: Os, const D: usize, const C: usize, const P: usize, const Q: usize> Owne
     }
 
     fn ready_index(&self) -> Option<usize> {
-        self.work
+        // Lanes whose first queued item waits for a device lane: the rest of the lane
+        // waits behind it (a lane never overtakes itself).
+        let mut held: Vec<Lane> = Vec::new();
+        for (index, item) in self.work.iter().enumerate() {
+            let lane = item.work.lane();
+            if held.contains(&lane) || self.running.iter().any(|r| r.lane == lane) {
+                continue;
+            }
+            if self.waits(index, item) {
+                held.push(lane);
+                continue;
+            }
+            return Some(index);
+        }
+        None
+    }
+
+    /// Whether an item of a lane `item` waits for, ordered before it, is queued or running.
+    fn waits(&self, index: usize, item: &Queued<O>) -> bool {
+        if item.after == After::Nothing {
+            return false;
+        }
+        let queued = self
+            .work
             .iter()
-            .position(|w| !self.running.iter().any(|r| r.lane == w.lane()))
+            .take(index)
+            .any(|w| item.after.waits_for(w.work.lane()));
+        let running = self
+            .running
+            .iter()
+            .any(|r| r.seq < item.seq && item.after.waits_for(r.lane));
+        queued || running
     }
 
     /// Whether [`Self::take`] would hand out something now (to a context not busy).
@@ -549,12 +705,12 @@ impl<O: Os, const D: usize, const C: usize, const P: usize, const Q: usize> Owne
             {
                 self.anomalies += 1;
             }
-            self.work
-                .push_back(Work::News(News::Fenced { client, overran }));
+            self.push(After::Nothing, Work::News(News::Fenced { client, overran }));
         }
     }
 
     fn route(&mut self, now: Tick, output: Output) {
+        let mut after = After::Nothing;
         let work = match output {
             Output::Notify { client, event } => Work::Callback {
                 client,
@@ -566,7 +722,12 @@ impl<O: Os, const D: usize, const C: usize, const P: usize, const Q: usize> Owne
                     .map(|(_, cb)| cb.clone()),
             },
             Output::Hardware { device, command } => Work::Hardware { device, command },
-            Output::Complete { token, status, .. } => {
+            Output::Complete {
+                device,
+                token,
+                status,
+            } => {
+                after = After::Device(device);
                 match self.requests.iter().position(|(t, _)| *t == token) {
                     Some(pos) => Work::Complete {
                         request: self.requests.swap_remove(pos).1,
@@ -592,20 +753,24 @@ impl<O: Os, const D: usize, const C: usize, const P: usize, const Q: usize> Owne
             Output::DeviceFailed { device, cause } => {
                 Work::News(News::DeviceFailed { device, cause })
             }
-            Output::DeviceRemoved { device } => Work::News(News::DeviceRemoved { device }),
+            Output::DeviceRemoved { device } => {
+                after = After::Device(device);
+                Work::News(News::DeviceRemoved { device })
+            }
             Output::UnloadMayFinish => {
                 self.unload_finished = true;
+                after = After::EveryDevice;
                 Work::News(News::UnloadMayFinish)
             }
         };
-        self.work.push_back(work);
+        self.push(after, work);
     }
 
     /// The machine asked for `client` to be fenced: a callback of it still queued is
     /// cancelled; a callback being called or operations in flight are waited out until
     /// they return or the grace passes; then `FenceDone`.
     fn fence(&mut self, now: Tick, client: ClientHandle) {
-        self.work.retain(|w| w.lane() != Lane::Client(client));
+        self.work.retain(|w| w.work.lane() != Lane::Client(client));
         let operations = self
             .machine
             .client(client)

@@ -65,6 +65,40 @@ impl core::fmt::Display for WouldDeadlock {
 
 impl core::error::Error for WouldDeadlock {}
 
+/// Why [`Runtime::unload`] did not unload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UnloadError {
+    /// The machine refused `Unload` (nothing changed).
+    Refused(Error),
+    /// Called from inside a callback or a hardware command, where it would wait for
+    /// itself (nothing changed).
+    WouldDeadlock,
+}
+
+impl core::fmt::Display for UnloadError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            UnloadError::Refused(e) => write!(f, "unload refused: {e}"),
+            UnloadError::WouldDeadlock => WouldDeadlock.fmt(f),
+        }
+    }
+}
+
+impl core::error::Error for UnloadError {
+    fn source(&self) -> Option<&(dyn core::error::Error + 'static)> {
+        match self {
+            UnloadError::Refused(e) => Some(e),
+            UnloadError::WouldDeadlock => None,
+        }
+    }
+}
+
+impl From<WouldDeadlock> for UnloadError {
+    fn from(_: WouldDeadlock) -> Self {
+        UnloadError::WouldDeadlock
+    }
+}
+
 /// The owner runtime: [`Owner`] behind the kernel's monitor, its work carried out by a
 /// dispatcher outside the lock, every input stamped with the clock's `now` under the lock.
 pub struct Runtime<O: Os, K: Kernel, const D: usize, const C: usize, const P: usize, const Q: usize>
@@ -74,6 +108,19 @@ pub struct Runtime<O: Os, K: Kernel, const D: usize, const C: usize, const P: us
     os: O,
     clock: Arc<dyn Clock>,
     dispatch: Dispatch,
+}
+
+impl<O: Os, K: Kernel, const D: usize, const C: usize, const P: usize, const Q: usize>
+    core::fmt::Debug for Runtime<O, K, D, C, P, Q>
+{
+    /// The dispatch mode and the clock's `now`. It takes no lock (so it is safe inside
+    /// [`Runtime::with`]): for the owner's state, `inspect(|o| format!("{o:?}"))`.
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Runtime")
+            .field("dispatch", &self.dispatch)
+            .field("now", &self.clock.now())
+            .finish_non_exhaustive()
+    }
 }
 
 impl<O: Os, K: Kernel, const D: usize, const C: usize, const P: usize, const Q: usize>
@@ -114,6 +161,10 @@ impl<O: Os, K: Kernel, const D: usize, const C: usize, const P: usize, const Q: 
     }
 
     /// Feed one input at the clock's `now`.
+    ///
+    /// # Errors
+    ///
+    /// The machine's refusal ([`Error`]); nothing changed then.
     pub fn feed(self: &Arc<Self>, input: Input) -> Result<Reply, Error> {
         self.with(|owner, now| owner.feed(now, input))
     }
@@ -122,6 +173,11 @@ impl<O: Os, K: Kernel, const D: usize, const C: usize, const P: usize, const Q: 
     /// (a callback that never returns would stop time): with [`Dispatch::Inline`] the
     /// work it ordered goes to a worker thread, as a kernel timer hands work to a
     /// workqueue.
+    ///
+    /// # Errors
+    ///
+    /// The machine's refusal of `Timeout` (only after unload finished): fences whose grace
+    /// passed were ended all the same.
     pub fn timeout(self: &Arc<Self>) -> Result<(), Error> {
         let result = self.state.with(|owner| owner.timeout(self.clock.now()));
         match self.dispatch {
@@ -132,7 +188,11 @@ impl<O: Os, K: Kernel, const D: usize, const C: usize, const P: usize, const Q: 
     }
 
     /// Block until `f` returns `Some`, carrying out no work meanwhile (the body of a timer
-    /// thread). Refused like [`Self::wait_until`] where it would wait for itself.
+    /// thread).
+    ///
+    /// # Errors
+    ///
+    /// [`WouldDeadlock`] where it would wait for itself, like [`Self::wait_until`].
     pub fn watch<R>(
         self: &Arc<Self>,
         mut f: impl FnMut(&mut Owner<O, D, C, P, Q>, Tick) -> Option<R>,
@@ -168,6 +228,10 @@ impl<O: Os, K: Kernel, const D: usize, const C: usize, const P: usize, const Q: 
     /// could wait for itself (inside a callback or a hardware command) it changes nothing
     /// and returns [`WouldDeadlock`]. With [`Dispatch::Inline`] the caller carries out
     /// work while it waits.
+    ///
+    /// # Errors
+    ///
+    /// [`WouldDeadlock`] from inside a callback or a hardware command; nothing changed.
     pub fn wait_until<R>(
         self: &Arc<Self>,
         mut f: impl FnMut(&mut Owner<O, D, C, P, Q>, Tick) -> Option<R>,
@@ -208,13 +272,19 @@ impl<O: Os, K: Kernel, const D: usize, const C: usize, const P: usize, const Q: 
     /// is still running (an abandoned dispatcher is still inside the module's code), and
     /// join the dispatcher threads. The unload waits as a driver writer expects: until
     /// the last client detached or its detach deadline passed (fed by [`Self::timeout`]).
-    pub fn unload(self: &Arc<Self>) -> Result<Result<(), Error>, WouldDeadlock> {
+    /// A second call (unloaded already) waits the same way and succeeds.
+    ///
+    /// # Errors
+    ///
+    /// [`UnloadError::WouldDeadlock`] from inside a callback or a hardware command;
+    /// [`UnloadError::Refused`] if the machine refused `Unload`. Nothing changed then.
+    pub fn unload(self: &Arc<Self>) -> Result<(), UnloadError> {
         if self.in_dispatch() {
-            return Err(WouldDeadlock);
+            return Err(UnloadError::WouldDeadlock);
         }
         if let Err(e) = self.feed(Input::Unload) {
             if e != Error::Unloaded {
-                return Ok(Err(e));
+                return Err(UnloadError::Refused(e));
             }
         }
         self.wait_until(|owner, _| {
@@ -224,7 +294,7 @@ impl<O: Os, K: Kernel, const D: usize, const C: usize, const P: usize, const Q: 
         for t in threads {
             K::join(t);
         }
-        Ok(Ok(()))
+        Ok(())
     }
 
     fn after(self: &Arc<Self>) {

@@ -1,104 +1,20 @@
 //! The runtime's own guarantees, with a toy port: order, one callback a client at a time,
-//! waits that refuse inside a callback, fences that cancel, wait and overrun, and a
-//! dispatcher abandoned to a stuck callback while the others go on. The threaded tests run
-//! under shuttle (random and PCT schedules).
+//! waits that refuse inside a callback, fences that cancel, wait and overrun, a dispatcher
+//! abandoned to a stuck callback while the others go on, and a removal whose completion
+//! waits for the teardown. The threaded tests run under shuttle (random and PCT
+//! schedules).
+
+mod toy;
 
 use std::sync::{Arc, Mutex, OnceLock};
 
 use pnp_lifecycle::{
-    queue_capacity, ClientHandle, ClientKind, Config, DeviceId, Event, HardwareCommand, Input,
-    PhaseKind, ResetResult, StartResult, Tick,
+    ClientHandle, ClientKind, Config, Event, HardwareCommand, Input, PhaseKind, Tick,
 };
 use pnp_lifecycle_runtime::{
-    Completion, ContextId, Dispatch, ManualClock, News, Os, Owner, Runtime, ShuttleKernel,
-    WouldDeadlock,
+    ContextId, Dispatch, ManualClock, Runtime, UnloadError, WouldDeadlock,
 };
-
-const DEV: DeviceId = DeviceId(0);
-type Cb = Arc<dyn Fn(ClientHandle, Event) -> Option<Input> + Send + Sync>;
-
-/// What the toy port saw, in order.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Seen {
-    Enter(ClientHandle, Event),
-    Exit(ClientHandle),
-    Hardware(HardwareCommand),
-    Completed(u32, Completion),
-    Fenced(ClientHandle, bool),
-}
-
-#[derive(Default)]
-struct Toy {
-    log: Mutex<Vec<Seen>>,
-}
-
-impl Toy {
-    fn push(&self, s: Seen) {
-        self.log.lock().unwrap().push(s);
-    }
-    fn log(&self) -> Vec<Seen> {
-        self.log.lock().unwrap().clone()
-    }
-}
-
-impl Os for Toy {
-    type Callback = Cb;
-    type Request = u32;
-    type Job = ();
-
-    fn call(&self, cb: &Cb, client: ClientHandle, event: Event) -> Option<Input> {
-        self.push(Seen::Enter(client, event));
-        let answer = cb(client, event);
-        self.push(Seen::Exit(client));
-        answer
-    }
-
-    fn hardware(&self, device: DeviceId, command: HardwareCommand) -> Option<Input> {
-        self.push(Seen::Hardware(command));
-        match command {
-            HardwareCommand::Start => Some(Input::StartDone {
-                device,
-                result: StartResult::Started,
-            }),
-            HardwareCommand::Reset => Some(Input::ResetDone {
-                device,
-                result: ResetResult::Succeeded,
-            }),
-            HardwareCommand::PowerDown => Some(Input::PowerDownDone { device }),
-            HardwareCommand::PowerUp => Some(Input::PowerUpDone {
-                device,
-                result: pnp_lifecycle::PowerUpResult::Powered,
-            }),
-            _ => None,
-        }
-    }
-
-    fn complete(&self, request: u32, completion: Completion) {
-        self.push(Seen::Completed(request, completion));
-    }
-
-    fn news(&self, news: News) {
-        if let News::Fenced { client, overran } = news {
-            self.push(Seen::Fenced(client, overran));
-        }
-    }
-}
-
-type Rt = Runtime<Toy, ShuttleKernel, 1, 4, 1, { queue_capacity(1, 4) }>;
-type Plain = Owner<Toy, 1, 4, 1, { queue_capacity(1, 4) }>;
-
-fn quiet() -> Cb {
-    Arc::new(|_, _| None)
-}
-
-/// A started device, fed through the runtime.
-fn started(rt: &Arc<Rt>) {
-    rt.feed(Input::AddDevice { device: DEV }).unwrap();
-    rt.with(|o, now| o.submit(now, 1, |token| Input::Start { device: DEV, token }))
-        .unwrap();
-    rt.wait_until(|o, _| (o.machine().phase(DEV) == Some(PhaseKind::Running)).then_some(()))
-        .unwrap();
-}
+use toy::{quiet, started, Cb, Plain, Rt, Seen, Toy, DEV};
 
 fn no_client_called_twice_at_once(log: &[Seen]) {
     let mut inside: Vec<ClientHandle> = Vec::new();
@@ -131,7 +47,9 @@ fn a_blocking_wait_inside_a_callback_is_refused_and_changes_nothing() {
                 let rt = me2.get().unwrap();
                 // A blocking detach from inside the callback would wait for itself.
                 let r = rt.wait_until(|o, _| o.machine().client(client).is_none().then_some(()));
-                *refused2.lock().unwrap() = Some(r);
+                // So would a driver unload.
+                let u = rt.unload();
+                *refused2.lock().unwrap() = Some((r, u));
                 return Some(Input::ResetExecute { client });
             }
             None
@@ -146,9 +64,14 @@ fn a_blocking_wait_inside_a_callback_is_refused_and_changes_nothing() {
             (o.machine().epoch(DEV) == Some(pnp_lifecycle::Epoch(1))).then_some(())
         })
         .unwrap();
-        assert_eq!(*refused.lock().unwrap(), Some(Err(WouldDeadlock)));
+        assert_eq!(
+            *refused.lock().unwrap(),
+            Some((Err(WouldDeadlock), Err(UnloadError::WouldDeadlock)))
+        );
+        // The refused unload changed nothing: the driver is still loaded.
+        assert!(!rt.inspect(|o| o.unload_finished()));
         rt.feed(Input::Unregister { client }).unwrap();
-        rt.unload().unwrap().unwrap();
+        rt.unload().unwrap();
         no_client_called_twice_at_once(&rt.os().log());
     };
     shuttle::check_random(check, 1_000);
@@ -225,7 +148,7 @@ fn a_stuck_callback_holds_up_only_its_own_client_and_its_fence_overruns() {
         );
         release.send(()).unwrap();
         rt.feed(Input::Unregister { client: b }).unwrap();
-        rt.unload().unwrap().unwrap();
+        rt.unload().unwrap();
         let log = rt.os().log();
         no_client_called_twice_at_once(&log);
         // Nothing reached A after its fence but the RESET it was handed before.
@@ -381,7 +304,7 @@ fn the_timer_never_carries_out_work_so_a_stuck_inline_callback_is_still_fenced()
             .unwrap();
         assert!(rt.inspect(|o| o.machine().client(a).is_some()));
         release.send(()).unwrap();
-        rt.unload().unwrap().unwrap();
+        rt.unload().unwrap();
         no_client_called_twice_at_once(&rt.os().log());
     };
     shuttle::check_random(check, 500);
@@ -443,4 +366,33 @@ fn a_ports_wake_up_is_in_poll_timeout_until_the_timer_passes_it() {
     assert_eq!(o.poll_timeout(), Some(Tick(300)));
     o.timeout(Tick(1_000)).unwrap();
     assert_eq!(o.poll_timeout(), None);
+}
+
+#[test]
+fn a_removal_completes_only_after_its_teardown_returned() {
+    let mut schedules = 0;
+    for dispatch in [Dispatch::Thread, Dispatch::Inline] {
+        let check = move || toy::remove_behind_a_slow_teardown(dispatch, |_| {});
+        shuttle::check_random(check, 1_000);
+        shuttle::check_pct(check, 1_000, 3);
+        schedules += 2_000;
+    }
+    println!(
+        "a_removal_completes_only_after_its_teardown_returned: {schedules} schedules, none early"
+    );
+}
+
+#[test]
+fn unload_errors_say_what_happened_and_keep_the_machines_refusal_as_their_source() {
+    use core::error::Error as _;
+    let refused = UnloadError::Refused(pnp_lifecycle::Error::Unloaded);
+    assert!(
+        refused.to_string().starts_with("unload refused: "),
+        "{refused}"
+    );
+    assert!(refused.source().is_some());
+    let deadlock = UnloadError::from(WouldDeadlock);
+    assert_eq!(deadlock, UnloadError::WouldDeadlock);
+    assert_eq!(deadlock.to_string(), WouldDeadlock.to_string());
+    assert!(deadlock.source().is_none());
 }

@@ -7,7 +7,9 @@ use pnp_lifecycle::{
     AccessAnswer, ClientHandle, ClientKind, Config, DeviceId, Epoch, Input, InputKind, LinkState,
     PhaseKind, PhysPort, PortCaps, Reply, ResetAnswer, Tick, Unregistered,
 };
-use pnp_lifecycle_runtime::{Clock, Dispatch, Kernel, Monitor, MonotonicClock, StdKernel};
+use pnp_lifecycle_runtime::{
+    Clock, Dispatch, Kernel, Monitor, MonotonicClock, StdKernel, UnloadError,
+};
 
 use crate::os::{feed_irp, Callback, Hal, Irp, PnpDeviceState, PnpMinor, WindowsOs};
 use crate::{NtStatus, WinRuntime, WindowsVocabulary, DEVICES};
@@ -336,8 +338,9 @@ impl<K: Kernel, O: WindowsVocabulary<K>> Driver<K, O> {
     /// From inside a callback: `STATUS_POSSIBLE_DEADLOCK`, nothing changed.
     pub fn unload(&self) -> Result<(), NtStatus> {
         match self.runtime.unload() {
-            Ok(result) => result.map_err(Into::into),
-            Err(_) => Err(NtStatus::POSSIBLE_DEADLOCK),
+            Ok(()) => Ok(()),
+            Err(UnloadError::Refused(e)) => Err(e.into()),
+            Err(UnloadError::WouldDeadlock) => Err(NtStatus::POSSIBLE_DEADLOCK),
         }
     }
 }

@@ -1,0 +1,81 @@
+//! Planted faults in the runtime's own decisions (`src/planted.rs`, compiled only with
+//! `--cfg pnp_faults`): each is planted in an owner and must be CAUGHT by the check that
+//! guards it; the same scenario without the fault is clean.
+//!
+//! `RUSTFLAGS="--cfg pnp_faults" CARGO_TARGET_DIR=target/faults cargo test -p
+//! pnp-lifecycle-runtime --test planted -- --nocapture`
+
+#![cfg(pnp_faults)]
+
+mod toy;
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+
+use pnp_lifecycle_runtime::planted::Fault;
+use pnp_lifecycle_runtime::Dispatch;
+use toy::Rt;
+
+const SCHEDULES: usize = 1_000;
+
+/// Run `scenario` under shuttle's random scheduler; the failure message if it found one.
+fn failure(scenario: impl Fn() + Send + Sync + 'static) -> Option<String> {
+    let result = catch_unwind(AssertUnwindSafe(|| {
+        shuttle::check_random(scenario, SCHEDULES)
+    }));
+    result.err().map(|payload| {
+        payload
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_else(|| "a panic without a message".into())
+    })
+}
+
+/// shuttle's panic hook is process-wide: the tests of this file run one at a time.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn no_fault(rt: &Arc<Rt>) {
+    rt.with(|o, _| o.plant(Fault::None));
+}
+
+fn no_barrier(rt: &Arc<Rt>) {
+    rt.with(|o, _| o.plant(Fault::CompletionOvertakesTeardown));
+}
+
+#[test]
+fn planted_completion_overtaking_the_teardown_is_caught() {
+    let _serial = serial();
+    println!(); // off the test harness's "test name ... " line
+    for dispatch in [Dispatch::Thread, Dispatch::Inline] {
+        let message = failure(move || toy::remove_behind_a_slow_teardown(dispatch, no_barrier))
+            .unwrap_or_else(|| {
+                panic!("planted CompletionOvertakesTeardown ({dispatch:?}): NOT caught")
+            });
+        let line = message.lines().next().unwrap_or_default();
+        assert!(
+            message.contains("still ran"),
+            "caught, but not as expected: {line}"
+        );
+        println!(
+            "planted CompletionOvertakesTeardown ({dispatch:?}): caught ({})",
+            line.chars().take(120).collect::<String>()
+        );
+    }
+}
+
+#[test]
+fn control_without_a_fault_is_clean() {
+    let _serial = serial();
+    println!(); // off the test harness's "test name ... " line
+    for dispatch in [Dispatch::Thread, Dispatch::Inline] {
+        let found = failure(move || toy::remove_behind_a_slow_teardown(dispatch, no_fault));
+        assert_eq!(found, None, "{dispatch:?}");
+        println!("control ({dispatch:?}): clean in {SCHEDULES} schedules");
+    }
+}
