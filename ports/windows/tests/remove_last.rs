@@ -64,6 +64,8 @@ impl Hal for SlowTeardown {
         self.releases.fetch_add(1, Ordering::SeqCst);
     }
     fn client_op(&self, _: DeviceId, _: ClientHandle) {}
+    // No client is fenced here: its operations end before the removal.
+    fn cut_client(&self, _: DeviceId, _: ClientHandle) {}
 }
 
 fn irp(driver: &Driver, hal: &SlowTeardown, minor: PnpMinor, token: u32) -> NtStatus {
