@@ -407,3 +407,77 @@ fn remove_after_a_claimed_slot_reset_without_resume_does_not_hang() {
         finish(&log);
     });
 }
+
+/// Hardware whose release takes time (a yield inside it), marking its start and end.
+struct SlowRelease {
+    events: Arc<std::sync::Mutex<Vec<&'static str>>>,
+}
+
+impl pnp_lifecycle_linux::Hardware for SlowRelease {
+    fn command(&self, _: DeviceId, command: HardwareCommand) {
+        if command == HardwareCommand::ReleaseResources {
+            self.events.lock().unwrap().push("release begins");
+            thread::yield_now();
+            self.events.lock().unwrap().push("release ends");
+        }
+    }
+}
+
+/// Issue 22 item 9 (Linux): a PCI remove overlapping module unload. Linux never calls
+/// `.remove` during `pci_unregister_driver`'s unbind; the port answers a remove that
+/// unload's own removal refused with `ENODEV` only once that teardown is over (the
+/// release returned), never while it runs. Before: `ENODEV` at once while unload's
+/// release still ran. (A remove that wins and succeeds is issue 22 item 1, the runtime's.)
+#[test]
+fn a_pci_remove_refused_during_unload_answers_only_after_the_teardown() {
+    explore("PCI remove vs unload's teardown", iters(), || {
+        let events = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let hw = Arc::new(SlowRelease {
+            events: events.clone(),
+        });
+        let clock = Arc::new(pnp_lifecycle_runtime::ManualClock::new(
+            pnp_lifecycle::Tick(0),
+        ));
+        let d = Arc::new(pnp_lifecycle_linux::Driver::<
+            pnp_lifecycle_runtime::ShuttleKernel,
+        >::with_clock(CONFIG, hw, clock));
+        d.probe(DEV, &[pnp_lifecycle_testkit::linux_port::IB])
+            .expect("probe");
+        let log = Log::new();
+        d.register_client(
+            Recorder::yielding(0, PciErsResult::NeedReset, &log),
+            TRUSTED,
+        )
+        .expect("register");
+        let pci = {
+            let (d, events) = (d.clone(), events.clone());
+            thread::spawn(move || {
+                let r = d.remove(DEV);
+                let mark = match r {
+                    Ok(()) => "remove returned Ok",
+                    Err(_) => "remove returned ENODEV",
+                };
+                events.lock().unwrap().push(mark);
+                r.err().map(|e| e.errno)
+            })
+        };
+        d.unload().expect("unload");
+        let r = pci.join().unwrap();
+        assert!(
+            matches!(r, None | Some(pnp_lifecycle_linux::Errno::ENODEV)),
+            "{r:?}"
+        );
+        let events = events.lock().unwrap().clone();
+        let at = |e| events.iter().position(|x| *x == e);
+        assert_eq!(events.iter().filter(|e| **e == "release ends").count(), 1);
+        if r.is_some() {
+            let (ends, answered) = (at("release ends"), at("remove returned ENODEV"));
+            assert!(
+                ends < answered,
+                "ENODEV before the teardown ended: {events:?}"
+            );
+        }
+        log.push(Obs::UnloadReturned);
+        check(&log.snapshot(), true).expect("oracle");
+    });
+}
