@@ -169,6 +169,12 @@ impl<K: Kernel, O: LinuxPort> Driver<K, O> {
             .map_err(|_| EDEADLK)
     }
 
+    /// Carry out (or hand to the dispatcher) the work ready, as every call does after
+    /// feeding; for a wait whose condition fed inputs.
+    fn carry_out(&self) {
+        self.rt.with(|_, _| ());
+    }
+
     fn refuse_in_callback(&self) -> Result<(), LinuxError> {
         if self.rt.in_dispatch() {
             return Err(EDEADLK);
@@ -537,7 +543,13 @@ impl<K: Kernel, O: LinuxPort> Driver<K, O> {
             if o.machine().failure(dev).is_some() {
                 return PciErsResult::Disconnect;
             }
-            s.attachments(d).for_each(|a| a.mmio_owed = false); // a past cycle's
+            let in_cycle = matches!(
+                o.machine().phase(dev),
+                Some(PhaseKind::Quiescing | PhaseKind::Executing)
+            );
+            if !in_cycle {
+                s.attachments(d).for_each(|a| a.mmio_owed = false); // a past cycle's
+            }
             match o.feed(now, Input::FatalError { device: dev }) {
                 Ok(Reply::Fatal(FatalAnswer::Served(_) | FatalAnswer::Deferred)) => {
                     PciErsResult::NeedReset
@@ -602,18 +614,36 @@ impl<K: Kernel, O: LinuxPort> Driver<K, O> {
             let mut asked = Vec::new();
             for a in s.attachments(d) {
                 if std::mem::take(&mut a.mmio_owed) && voting(o, a.handle) {
+                    a.mmio_answer = None;
                     o.push_job(Job::MmioEnabled { handle: a.handle });
                     asked.push(a.handle);
                 }
             }
             asked
         });
-        let answered = |o: &mut LinuxOwner<O>, _, _: &mut PortState| {
+        // Feed each answer as it comes (a vote the cycle no longer wants is refused and
+        // changes nothing); done once none of them still votes.
+        let answered = |o: &mut LinuxOwner<O>, now: Tick, s: &mut PortState| {
+            for &client in &asked {
+                let answer = s.reg_of(client).and_then(|a| a.mmio_answer.take());
+                let vote = match answer {
+                    Some(PciErsResult::Recovered | PciErsResult::CanRecover) => {
+                        Input::CanRecover { client }
+                    }
+                    Some(PciErsResult::NeedReset) => Input::ResetExecute { client },
+                    Some(PciErsResult::Disconnect) => Input::Unregister { client },
+                    Some(PciErsResult::None) | None => continue, // votes later
+                };
+                if voting(o, client) {
+                    let _ = o.feed(now, vote);
+                }
+            }
             asked.iter().all(|h| !voting(o, *h)).then_some(())
         };
         if self.wait(answered).is_err() {
             return PciErsResult::Disconnect;
         }
+        self.carry_out(); // what the last vote caused (every `resume`, if recovered)
         let (phase, failed) = self
             .rt
             .inspect(|o| (o.machine().phase(dev), o.machine().failure(dev)));
@@ -650,6 +680,7 @@ impl<K: Kernel, O: LinuxPort> Driver<K, O> {
 
     fn after_claim(&self, dev: DeviceId, claim: PciErsResult) -> PciErsResult {
         if claim != PciErsResult::NeedReset {
+            self.carry_out(); // what votes `claim` fed caused
             return claim;
         }
         let result = self.rt.os().linux().hooks().reset(dev);
@@ -899,6 +930,7 @@ fn attach<O: LinuxPort>(
         added: false,
         unhooked: false,
         mmio_owed: false,
+        mmio_answer: None,
     });
     o.push_job(Job::Add {
         client: r.id,

@@ -277,6 +277,9 @@ pub(crate) struct Attachment {
     /// It answered `CAN_RECOVER` in this cycle and its vote is not fed yet: the
     /// driver's `mmio_enabled` asks it again, or `slot_reset` feeds it as it stands.
     pub(crate) mmio_owed: bool,
+    /// Its `mmio_enabled` answer, for the driver's `mmio_enabled` to feed (under the
+    /// runtime's lock, where a vote the cycle no longer wants is simply refused).
+    pub(crate) mmio_answer: Option<PciErsResult>,
 }
 
 /// An `ib_client` registration.
@@ -562,15 +565,13 @@ impl Os for LinuxOs {
                     let (ops, a) = s.attachment(handle)?;
                     (!a.unhooked).then_some(ops)
                 })?;
-                let client = handle;
-                return match ops.mmio_enabled(handle.device) {
-                    PciErsResult::Recovered | PciErsResult::CanRecover => {
-                        Some(Input::CanRecover { client })
+                let answer = ops.mmio_enabled(handle.device);
+                self.port(|s| {
+                    if let Some((_, a)) = s.attachment(handle) {
+                        a.mmio_answer = Some(answer);
                     }
-                    PciErsResult::NeedReset => Some(Input::ResetExecute { client }),
-                    PciErsResult::Disconnect => Some(Input::Unregister { client }),
-                    PciErsResult::None => None,
-                };
+                });
+                return None;
             }
             Job::Remove { handle } => {
                 let owed = self.port(|s| {

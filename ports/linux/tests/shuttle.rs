@@ -580,6 +580,7 @@ fn mmio_enabled_votes_under_races_keep_linux_order() {
         }
         sm.join().unwrap();
         d.unload().expect("unload");
+        assert_eq!(d.runtime().inspect(|o| o.anomalies()), 0);
         use PciErsResult::*;
         let script = script.lock().unwrap().clone();
         let count = |w: &str| script.iter().filter(|s| s.ends_with(w)).count();
