@@ -159,9 +159,12 @@ fn workload(dispatch: Dispatch) {
     for a in actors {
         a.join().unwrap();
     }
+    // Only the CAN_RECOVER client left: recovery asks it at `mmio_enabled`.
+    let _ = d.unregister_client(k);
+    let _ = d.unregister_client(u);
+    recovery(&d);
     d.error_detected(D1, PciChannelState::PermFailure);
     let _ = d.remove(D1);
-    let _ = d.unregister_client(k);
     d.unload().unwrap();
     stop.store(true, Ordering::Relaxed);
     timer.join().unwrap();
