@@ -43,6 +43,7 @@ pub const CONFIG: Config = Config {
 /// A client that logs every callback (enter, exit) under its number and votes `vote` on
 /// `error_detected`. A vote it returns is logged as an answer taken, since the port feeds
 /// it right after the callback returns; `DISCONNECT` as a detach.
+#[derive(Debug)]
 pub struct Recorder {
     /// Its number in the log.
     pub id: u32,
@@ -159,6 +160,7 @@ impl IbClient for Recorder {
 
 /// Hardware that logs every command: the start, the re-initialisation after a slot or
 /// function reset (as `Reset`), the power-down and power-up, shutdown and release.
+#[derive(Debug)]
 pub struct RecordingHardware {
     /// The log.
     pub log: Log,

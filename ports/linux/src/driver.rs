@@ -8,7 +8,7 @@ use std::sync::Arc;
 use pnp_lifecycle::{
     queue_capacity, Access, ClientHandle, ClientKind, ClientState, ClientView, Config, DeviceId,
     DriverPhase, Epoch, FailureCause, FatalAnswer, Input, LinkState, PhaseKind, PhysPort, PortCaps,
-    PortSet, Reply, ResetResult, Status, Tick,
+    PortSet, Reply, ResetResult, Role, Status, Tick,
 };
 use pnp_lifecycle_runtime::{
     Clock, Completion, Dispatch, Kernel, MonotonicClock, Os, Owner, Runtime, StdKernel,
@@ -16,17 +16,9 @@ use pnp_lifecycle_runtime::{
 
 use crate::errno::{Errno, LinuxError};
 use crate::os::{
-    Attachment, ClientId, IbClient, Job, LinuxOs, PciChannelState, PciErsResult, Pending, PmOp,
-    PortState, Registration,
+    Attachment, ClientId, Hardware, IbClient, Job, LinuxOs, PciChannelState, PciErsResult, Pending,
+    PmOp, PortState, Registration, MAX_CLIENTS, MAX_DEVICES, MAX_PORTS,
 };
-use crate::Hardware;
-
-/// Devices one driver can own.
-pub const MAX_DEVICES: usize = 2;
-/// Core client slots per device.
-pub const MAX_CLIENTS: usize = 8;
-/// Physical (IB) ports per device.
-pub const MAX_PORTS: usize = 2;
 const QUEUE: usize = queue_capacity(MAX_DEVICES, MAX_CLIENTS);
 
 /// The owner state the driver keeps behind the runtime's lock.
@@ -59,11 +51,62 @@ pub struct Driver<K: Kernel = StdKernel, O: LinuxPort = LinuxOs> {
     rt: Arc<LinuxRuntime<K, O>>,
 }
 
+impl<K: Kernel, O: LinuxPort> std::fmt::Debug for Driver<K, O> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (phase, backlog) = self
+            .rt
+            .inspect(|o| (o.machine().driver_phase(), o.backlog()));
+        f.debug_struct("Driver")
+            .field("driver_phase", &phase)
+            .field("backlog", &backlog)
+            .field("os", self.rt.os().linux())
+            .finish()
+    }
+}
+
 fn dev_index(dev: DeviceId) -> Result<usize, LinuxError> {
     let d = usize::from(dev.0);
     (d < MAX_DEVICES)
         .then_some(d)
         .ok_or(LinuxError::new(Errno::ENODEV))
+}
+
+/// Whether the device is probed (started) and not failed or going away: a registered
+/// client is attached to it.
+fn probed(p: Option<PhaseKind>) -> bool {
+    use PhaseKind::*;
+    matches!(
+        p,
+        Some(Running | Quiescing | Executing | PoweringDown | LowPower | PoweringUp)
+    )
+}
+
+/// The device's runtime-PM usage count: the hardware calls in flight (each verb's
+/// `pm_runtime_get_sync` … `pm_runtime_put` is a core operation).
+fn usage_count<O: LinuxPort>(o: &LinuxOwner<O>, dev: DeviceId) -> u32 {
+    let count = |(_, v): (ClientHandle, ClientView)| u32::from(v.operations_in_flight);
+    o.machine().clients(dev).map(count).sum()
+}
+
+/// Whether a client is a voter of the cycle that has not answered.
+fn voting<O: LinuxPort>(o: &LinuxOwner<O>, h: ClientHandle) -> bool {
+    let state = o.machine().client(h).map(|v| v.state);
+    matches!(
+        state,
+        Some(ClientState::Active {
+            role: Role::Voting,
+            ..
+        })
+    )
+}
+
+/// Feed the `CAN_RECOVER` votes of device index `d` that `mmio_enabled` did not ask for.
+fn feed_owed_votes<O: LinuxPort>(o: &mut LinuxOwner<O>, now: Tick, s: &mut PortState, d: usize) {
+    for a in s.attachments(d) {
+        if std::mem::take(&mut a.mmio_owed) && voting(o, a.handle) {
+            let _ = o.feed(now, Input::CanRecover { client: a.handle });
+        }
+    }
 }
 
 /// Whether the device is in, or on its way to or from, a low-power state.
@@ -105,23 +148,31 @@ impl<K: Kernel, O: LinuxPort> Driver<K, O> {
         &self.rt
     }
 
-    fn port(&self) -> std::sync::MutexGuard<'_, PortState> {
-        self.rt.os().linux().state()
+    /// The port's state on its own (the port lock, a leaf: see [`LinuxOs`]).
+    fn port<R>(&self, f: impl FnOnce(&mut PortState) -> R) -> R {
+        self.rt.os().linux().port(f)
     }
 
-    /// Under the runtime's lock, with the port's state; then dispatch.
+    /// Under the runtime's lock, with the port's state (the port lock inside the
+    /// runtime's, never the other way round); then dispatch.
     fn with<R>(&self, f: impl FnOnce(&mut LinuxOwner<O>, Tick, &mut PortState) -> R) -> R {
-        self.rt.with(|o, now| f(o, now, &mut self.port()))
+        self.rt.with(|o, now| self.port(|s| f(o, now, s)))
     }
 
     /// Block until `f` yields, dispatching meanwhile; `EDEADLK` from a callback.
     fn wait<R>(
         &self,
-        mut f: impl FnMut(&mut LinuxOwner<O>, &mut PortState) -> Option<R>,
+        mut f: impl FnMut(&mut LinuxOwner<O>, Tick, &mut PortState) -> Option<R>,
     ) -> Result<R, LinuxError> {
         self.rt
-            .wait_until(|o, _| f(o, &mut self.port()))
+            .wait_until(|o, now| self.port(|s| f(o, now, s)))
             .map_err(|_| EDEADLK)
+    }
+
+    /// Carry out (or hand to the dispatcher) the work ready, as every call does after
+    /// feeding; for a wait whose condition fed inputs.
+    fn carry_out(&self) {
+        self.rt.with(|_, _| ());
     }
 
     fn refuse_in_callback(&self) -> Result<(), LinuxError> {
@@ -185,7 +236,7 @@ impl<K: Kernel, O: LinuxPort> Driver<K, O> {
     pub fn probe(&self, dev: DeviceId, ports: &[PortCaps]) -> Result<(), LinuxError> {
         self.refuse_in_callback()?;
         let start = self.begin_probe(dev, ports)?;
-        self.wait(|_, _| start.completion())?;
+        self.wait(|_, _, _| start.completion())?;
         match self.end_probe(dev, &start) {
             Some(Ok(())) => Ok(()),
             _ => {
@@ -212,20 +263,33 @@ impl<K: Kernel, O: LinuxPort> Driver<K, O> {
     }
 
     /// PCI `remove` / `ib_unregister_device`: blocks until every client's `remove` ran
-    /// and returned (or its context was fenced) and the device is torn down.
+    /// and returned (or its context was fenced) and the device is torn down. Refused
+    /// (`ENODEV`, ...) while module unload removes the device: that answer waits until
+    /// unload's teardown is over.
     pub fn remove(&self, dev: DeviceId) -> Result<(), LinuxError> {
         self.refuse_in_callback()?;
-        let pending = self.begin_remove(dev)?;
-        match self.wait(|_, _| pending.completion())? {
-            Completion::Done(_) => Ok(()),
-            Completion::Refused(e) => Err(e.into()),
-        }
+        let refused = match self.begin_remove(dev) {
+            Ok(pending) => match self.wait(|_, _, _| pending.completion())? {
+                Completion::Done(_) => return Ok(()),
+                Completion::Refused(e) => e.into(),
+            },
+            Err(e) => e,
+        };
+        // Module unload removes the device itself (Linux never calls `.remove` during
+        // `pci_unregister_driver`'s unbind): a remove refused meanwhile answers only once
+        // that teardown is over, so no driver code runs for the device after it returns.
+        self.wait(|o, _, _| {
+            let unloading = o.machine().driver_phase() != DriverPhase::Loaded;
+            let over = o.unload_complete() && o.abandoned() == 0;
+            (!unloading || over).then_some(())
+        })?;
+        Err(refused)
     }
 
     // ---- clients ---------------------------------------------------------------------
 
-    /// `ib_register_client`: attach to every running device (one `add` each, before any
-    /// other callback for it). Kernel clients are [`ClientKind::Trusted`], uverbs
+    /// `ib_register_client`: attach to every probed device, whatever its power state
+    /// (one `add` each, before any other callback for it). Kernel clients are [`ClientKind::Trusted`], uverbs
     /// contexts [`ClientKind::Untrusted`]. `ENODEV` once module unload began.
     pub fn register_client(
         &self,
@@ -245,10 +309,10 @@ impl<K: Kernel, O: LinuxPort> Driver<K, O> {
                 live: true,
                 at: [None; MAX_DEVICES],
             });
+            // Every probed device, whatever its power state (`ib_register_client` calls
+            // `add` for each registered `ib_device`).
             for dev in (0..MAX_DEVICES as u8).map(DeviceId) {
-                use PhaseKind::*;
-                let phase = o.machine().phase(dev);
-                if matches!(phase, Some(Running | Quiescing | Executing)) {
+                if probed(o.machine().phase(dev)) {
                     attach(o, now, s, s.clients.len() - 1, dev);
                 }
             }
@@ -299,12 +363,10 @@ impl<K: Kernel, O: LinuxPort> Driver<K, O> {
         self.refuse_in_callback()?;
         let winner = self.begin_unregister(id);
         if winner {
-            self.rt
-                .wait_until(|o, now| ready(o, now, &mut self.port(), id).then_some(()))
-                .map_err(|_| EDEADLK)?;
+            self.wait(|o, now, s| ready(o, now, s, id).then_some(()))?;
             self.finish_unregister(id);
         } else {
-            self.wait(|_, s| s.reg(id).is_none().then_some(()))?;
+            self.wait(|_, _, s| s.reg(id).is_none().then_some(()))?;
         }
         Ok(())
     }
@@ -412,7 +474,7 @@ impl<K: Kernel, O: LinuxPort> Driver<K, O> {
             let until = *deadline.get_or_insert(now.after(timeout));
             self.rt.with(|o, _| o.wake_at(until)); // the timer fires at the deadline
                                                    // Back in D0 (perhaps by this thread's own inline power-up): ask again.
-            let woke = self.wait(|o, _| {
+            let woke = self.wait(|o, _, _| {
                 let now = self.rt.now();
                 let down = powered_down(o.machine().phase(dev));
                 (now >= until || !down).then_some(!down || now < until)
@@ -477,9 +539,16 @@ impl<K: Kernel, O: LinuxPort> Driver<K, O> {
             });
             return PciErsResult::Disconnect;
         }
-        let answer = self.with(|o, now, _| {
+        let answer = self.with(|o, now, s| {
             if o.machine().failure(dev).is_some() {
                 return PciErsResult::Disconnect;
+            }
+            let in_cycle = matches!(
+                o.machine().phase(dev),
+                Some(PhaseKind::Quiescing | PhaseKind::Executing)
+            );
+            if !in_cycle {
+                s.attachments(d).for_each(|a| a.mmio_owed = false); // a past cycle's
             }
             match o.feed(now, Input::FatalError { device: dev }) {
                 Ok(Reply::Fatal(FatalAnswer::Served(_) | FatalAnswer::Deferred)) => {
@@ -493,20 +562,88 @@ impl<K: Kernel, O: LinuxPort> Driver<K, O> {
             }
         });
         // The votes were dispatched (unless another thread dispatches): a cycle served
-        // and already over with the device running ended without a reset.
-        let running = self
-            .rt
-            .inspect(|o| o.machine().phase(dev) == Some(PhaseKind::Running));
-        match answer {
-            PciErsResult::NeedReset if running => PciErsResult::CanRecover,
-            answer => answer,
-        }
+        // and already over with the device running ended without a reset; one whose
+        // every voter answered CAN_RECOVER waits for `mmio_enabled`. Otherwise the PCI
+        // core skips `mmio_enabled`: the CAN_RECOVER votes stand as given.
+        self.with(|o, now, s| {
+            let phase = o.machine().phase(dev);
+            let voters: Vec<_> = o
+                .machine()
+                .clients(dev)
+                .filter_map(|(h, v)| match v.state {
+                    ClientState::Active { role, .. } => Some((h, role)),
+                    _ => None,
+                })
+                .collect();
+            let mut can_recover = |(h, role)| match role {
+                Role::Acked => false,
+                Role::Voting => s.reg_of(h).is_some_and(|a| a.mmio_owed),
+                _ => true,
+            };
+            let any_voting = voters.iter().any(|(_, role)| *role == Role::Voting);
+            let all_can_recover = phase == Some(PhaseKind::Quiescing)
+                && any_voting
+                && voters.into_iter().all(&mut can_recover);
+            match answer {
+                PciErsResult::NeedReset if phase == Some(PhaseKind::Running) => {
+                    PciErsResult::CanRecover
+                }
+                PciErsResult::NeedReset if all_can_recover => PciErsResult::CanRecover,
+                answer => {
+                    feed_owed_votes(o, now, s, d);
+                    answer
+                }
+            }
+        })
     }
 
-    /// `err_handler->mmio_enabled` (after `CAN_RECOVER`): `RECOVERED` if the cycle ended
-    /// without a reset or the device is in Dx, `NEED_RESET` while one runs or waits for
-    /// the power-up, `DISCONNECT` if the device is gone or failed. Never blocks.
+    /// `err_handler->mmio_enabled` (after `CAN_RECOVER`): each client that answered
+    /// `CAN_RECOVER` gets [`IbClient::mmio_enabled`] (in its lane) and its answer is its
+    /// vote; this blocks until they answered. Then `RECOVERED` if the cycle ended without
+    /// a reset (clients got `resume`) or the device is in Dx, `NEED_RESET` while one
+    /// runs (a client needed it: `slot_reset` follows) or waits for a late vote or the
+    /// power-up, `DISCONNECT` if the device is gone or failed (or from a callback).
     pub fn mmio_enabled(&self, dev: DeviceId) -> PciErsResult {
+        let Ok(d) = dev_index(dev) else {
+            return PciErsResult::Disconnect;
+        };
+        if self.refuse_in_callback().is_err() {
+            return PciErsResult::Disconnect;
+        }
+        let asked: Vec<ClientHandle> = self.with(|o, _, s| {
+            let mut asked = Vec::new();
+            for a in s.attachments(d) {
+                if std::mem::take(&mut a.mmio_owed) && voting(o, a.handle) {
+                    a.mmio_answer = None;
+                    o.push_job(Job::MmioEnabled { handle: a.handle });
+                    asked.push(a.handle);
+                }
+            }
+            asked
+        });
+        // Feed each answer as it comes (a vote the cycle no longer wants is refused and
+        // changes nothing); done once none of them still votes.
+        let answered = |o: &mut LinuxOwner<O>, now: Tick, s: &mut PortState| {
+            for &client in &asked {
+                let answer = s.reg_of(client).and_then(|a| a.mmio_answer.take());
+                let vote = match answer {
+                    Some(PciErsResult::Recovered | PciErsResult::CanRecover) => {
+                        Input::CanRecover { client }
+                    }
+                    Some(PciErsResult::NeedReset) => Input::ResetExecute { client },
+                    Some(PciErsResult::Disconnect) => Input::Unregister { client },
+                    Some(PciErsResult::None) | None => continue, // votes later
+                };
+                if voting(o, client) {
+                    let _ = o.feed(now, vote);
+                }
+            }
+            asked.iter().all(|h| !voting(o, *h)).then_some(())
+        };
+        if self.wait(answered).is_err() {
+            return PciErsResult::Disconnect;
+        }
+        self.carry_out(); // what the last vote caused (every `resume`, if recovered)
         let (phase, failed) = self
             .rt
             .inspect(|o| (o.machine().phase(dev), o.machine().failure(dev)));
@@ -523,7 +660,7 @@ impl<K: Kernel, O: LinuxPort> Driver<K, O> {
     /// the hardware was re-initialised (or the cycle needed no reset); `resume` follows.
     pub fn poll_slot_reset(&self, dev: DeviceId) -> Option<PciErsResult> {
         let d = dev_index(dev).ok()?;
-        let claim = self.with(|o, _, s| claim(o, s, d))?;
+        let claim = self.with(|o, now, s| claim(o, now, s, d))?;
         Some(self.after_claim(dev, claim))
     }
 
@@ -535,7 +672,7 @@ impl<K: Kernel, O: LinuxPort> Driver<K, O> {
         let Ok(d) = dev_index(dev) else {
             return PciErsResult::Disconnect;
         };
-        match self.wait(|o, s| claim(o, s, d)) {
+        match self.wait(|o, now, s| claim(o, now, s, d)) {
             Ok(claim) => self.after_claim(dev, claim),
             Err(_) => PciErsResult::Disconnect,
         }
@@ -543,6 +680,7 @@ impl<K: Kernel, O: LinuxPort> Driver<K, O> {
 
     fn after_claim(&self, dev: DeviceId, claim: PciErsResult) -> PciErsResult {
         if claim != PciErsResult::NeedReset {
+            self.carry_out(); // what votes `claim` fed caused
             return claim;
         }
         let result = self.rt.os().linux().hooks().reset(dev);
@@ -582,7 +720,7 @@ impl<K: Kernel, O: LinuxPort> Driver<K, O> {
         self.refuse_in_callback()?;
         self.with(|_, _, s| s.devs[d].forced = true);
         let r = match self.error_detected(dev, PciChannelState::Normal) {
-            PciErsResult::NeedReset => match self.wait(|o, s| claim(o, s, d))? {
+            PciErsResult::NeedReset => match self.wait(|o, now, s| claim(o, now, s, d))? {
                 PciErsResult::NeedReset => Ok(()),
                 _ => Err(LinuxError::new(Errno::ENODEV)),
             },
@@ -623,9 +761,15 @@ impl<K: Kernel, O: LinuxPort> Driver<K, O> {
     // ---- power: dev_pm_ops and runtime PM -------------------------------------------
 
     /// Non-blocking half of [`pm`](Self::pm): request the power transition `op` maps to.
+    /// A runtime suspend while a verb holds a usage count is refused `EAGAIN` and changes
+    /// nothing: the PM core's own gate (`rpm_check_suspend_allowed`), which never calls
+    /// `runtime_suspend` with a nonzero usage count.
     pub fn begin_pm(&self, dev: DeviceId, op: PmOp) -> Result<Pending, LinuxError> {
         dev_index(dev)?;
         self.with(|o, now, _| {
+            if op == PmOp::RuntimeSuspend && usage_count(o, dev) > 0 {
+                return Err(LinuxError::new(Errno::EAGAIN));
+            }
             let pending = Pending::default();
             o.submit(now, pending.clone(), |token| match op.power_down() {
                 Some(kind) => Input::PowerDown {
@@ -646,7 +790,7 @@ impl<K: Kernel, O: LinuxPort> Driver<K, O> {
     pub fn pm(&self, dev: DeviceId, op: PmOp) -> Result<(), LinuxError> {
         self.refuse_in_callback()?;
         let pending = self.begin_pm(dev, op)?;
-        match self.wait(|_, _| pending.completion())? {
+        match self.wait(|_, _, _| pending.completion())? {
             Completion::Done(Status::Success) => Ok(()),
             Completion::Done(_) => Err(LinuxError::new(Errno::EIO)),
             Completion::Refused(e) => Err(e.into()),
@@ -656,10 +800,9 @@ impl<K: Kernel, O: LinuxPort> Driver<K, O> {
     /// `runtime_idle`: `EBUSY` while a hardware call holds a usage count (the core's
     /// operations in flight); `Ok`: the PM core may call `runtime_suspend`.
     pub fn runtime_idle(&self, dev: DeviceId) -> Result<(), LinuxError> {
-        let busy = |(_, v): (ClientHandle, ClientView)| v.operations_in_flight > 0;
-        match self.rt.inspect(|o| o.machine().clients(dev).any(busy)) {
-            true => Err(LinuxError::new(Errno::EBUSY)),
-            false => Ok(()),
+        match self.rt.inspect(|o| usage_count(o, dev)) {
+            0 => Ok(()),
+            _ => Err(LinuxError::new(Errno::EBUSY)),
         }
     }
 
@@ -719,7 +862,7 @@ impl<K: Kernel, O: LinuxPort> Driver<K, O> {
     pub fn unload(&self) -> Result<(), LinuxError> {
         self.refuse_in_callback()?;
         self.begin_unload()?;
-        self.wait(|o, _| (o.unload_complete() && o.abandoned() == 0).then_some(()))
+        self.wait(|o, _, _| (o.unload_complete() && o.abandoned() == 0).then_some(()))
     }
 
     /// Why the machine failed the device, until it is removed. Meanwhile the PCI error
@@ -748,7 +891,7 @@ impl<K: Kernel, O: LinuxPort> Driver<K, O> {
     /// machine about it: `runtime().inspect(|o| o.machine().client(h))`).
     pub fn handle(&self, id: ClientId, dev: DeviceId) -> Option<ClientHandle> {
         let d = dev_index(dev).ok()?;
-        self.port().reg(id)?.at[d].map(|a| a.handle)
+        self.port(|s| s.reg(id)?.at[d].map(|a| a.handle))
     }
 }
 
@@ -786,6 +929,8 @@ fn attach<O: LinuxPort>(
         epoch,
         added: false,
         unhooked: false,
+        mmio_owed: false,
+        mmio_answer: None,
     });
     o.push_job(Job::Add {
         client: r.id,
@@ -811,8 +956,15 @@ fn end_reset<O: LinuxPort>(o: &mut LinuxOwner<O>, now: Tick, dev: DeviceId, clai
 
 /// `slot_reset`'s question: `None` while clients vote; `NeedReset` when this call took
 /// the commanded reset (the caller re-initialises); otherwise its answer.
-fn claim<O: LinuxPort>(o: &LinuxOwner<O>, s: &mut PortState, d: usize) -> Option<PciErsResult> {
+fn claim<O: LinuxPort>(
+    o: &mut LinuxOwner<O>,
+    now: Tick,
+    s: &mut PortState,
+    d: usize,
+) -> Option<PciErsResult> {
     let dev = DeviceId(d as u8);
+    // The PCI core skipped `mmio_enabled` (someone needed a reset): CAN_RECOVER stands.
+    feed_owed_votes(o, now, s, d);
     if o.machine().failure(dev).is_some() {
         return Some(PciErsResult::Disconnect);
     }

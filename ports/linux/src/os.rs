@@ -2,8 +2,9 @@
 //! recovery's types, and [`LinuxOs`], which carries out the runtime's work in those words.
 //! No lifecycle rule lives here: what a callback answers becomes a core input.
 
+use std::cell::Cell;
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use pnp_lifecycle::{
     ClientHandle, ClientKind, DeviceId, Epoch, Event, FailureCause, HardwareCommand, Input,
@@ -11,7 +12,12 @@ use pnp_lifecycle::{
 };
 use pnp_lifecycle_runtime::{Completion, News, Os};
 
-use crate::driver::MAX_DEVICES;
+/// Devices one driver can own.
+pub const MAX_DEVICES: usize = 2;
+/// Core client slots per device.
+pub const MAX_CLIENTS: usize = 8;
+/// Physical (IB) ports per device.
+pub const MAX_PORTS: usize = 2;
 
 /// An `ib_register_client` registration (or an opened uverbs context), never reused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -133,13 +139,22 @@ pub trait IbClient: Send + Sync {
     /// `remove(struct ib_device *, void *)`: the last callback for `dev`; returning detaches.
     fn remove(&self, dev: DeviceId, cause: RemoveCause);
     /// `RESET` of a reset cycle, shaped as `error_detected`: quiesce, then vote.
-    /// `NeedReset` acks, `CanRecover` acks needing no reset (if every voter says so the
-    /// cycle ends without one, except in a function reset, where it acks like
-    /// `NeedReset`), `None` votes later ([`crate::Driver::reset_ack`] /
-    /// [`crate::Driver::recover_ack`]), `Disconnect` detaches from `dev`.
+    /// `NeedReset` acks, `CanRecover` answers that no reset may be needed: its vote is
+    /// its [`Self::mmio_enabled`] answer if every voter said so, else it acks needing no
+    /// reset (the others' reset runs); in a function reset it acks like `NeedReset`.
+    /// `None` votes later ([`crate::Driver::reset_ack`] / [`crate::Driver::recover_ack`]),
+    /// `Disconnect` detaches from `dev`.
     fn error_detected(&self, dev: DeviceId) -> PciErsResult {
         let _ = dev;
         PciErsResult::NeedReset
+    }
+    /// `mmio_enabled` (after every client answered `CAN_RECOVER` and MMIO works again,
+    /// before any `resume`): `RECOVERED` (or `CAN_RECOVER`) votes no reset, `NEED_RESET`
+    /// makes the cycle reset the device (`slot_reset` follows, then `resume` with a new
+    /// epoch), `NONE` votes later, `DISCONNECT` detaches from `dev`.
+    fn mmio_enabled(&self, dev: DeviceId) -> PciErsResult {
+        let _ = dev;
+        PciErsResult::Recovered
     }
     /// `resume`: the device is back at `epoch` (after a reset: a new interface; after a
     /// cycle every voter could recover from: the same one).
@@ -235,6 +250,11 @@ pub enum Job {
         /// The attachment.
         handle: ClientHandle,
     },
+    /// `mmio_enabled` of a client that answered `CAN_RECOVER`: its answer is its vote.
+    MmioEnabled {
+        /// The attachment.
+        handle: ClientHandle,
+    },
 }
 
 /// Kernel log lines kept (`dmesg`), the oldest dropped first.
@@ -254,6 +274,12 @@ pub(crate) struct Attachment {
     /// Its one `remove` ran (the device's, or `ib_unregister_client`'s, or none was
     /// owed): nothing more reaches the client on this device; the other only detaches.
     pub(crate) unhooked: bool,
+    /// It answered `CAN_RECOVER` in this cycle and its vote is not fed yet: the
+    /// driver's `mmio_enabled` asks it again, or `slot_reset` feeds it as it stands.
+    pub(crate) mmio_owed: bool,
+    /// Its `mmio_enabled` answer, for the driver's `mmio_enabled` to feed (under the
+    /// runtime's lock, where a vote the cycle no longer wants is simply refused).
+    pub(crate) mmio_answer: Option<PciErsResult>,
 }
 
 /// An `ib_client` registration.
@@ -281,8 +307,8 @@ pub(crate) struct PciDev {
 }
 
 /// The port's own state: the `ib_client` registry, the PCI core's side of each device
-/// and the kernel log. Locked briefly, never while calling out, and only on its own or
-/// inside the runtime's lock (never the other way round).
+/// and the kernel log. Behind the port lock (see [`LinuxOs`] for its place in the lock
+/// order).
 #[derive(Default)]
 pub(crate) struct PortState {
     pub(crate) clients: Vec<Registration>,
@@ -305,12 +331,58 @@ impl PortState {
             .map(|r| (r.ops.clone(), &mut r.at[d]));
         at.find_map(|(ops, a)| a.as_mut().filter(|a| a.handle == h).map(|a| (ops, a)))
     }
+
+    /// Attachment `h`.
+    pub(crate) fn reg_of(&mut self, h: ClientHandle) -> Option<&mut Attachment> {
+        self.attachment(h).map(|(_, a)| a)
+    }
+
+    /// The attachments to `dev` (device index `d`).
+    pub(crate) fn attachments(&mut self, d: usize) -> impl Iterator<Item = &mut Attachment> {
+        self.clients
+            .iter_mut()
+            .filter_map(move |r| r.at[d].as_mut())
+    }
+}
+
+impl std::fmt::Debug for PortState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let ids: Vec<ClientId> = self.clients.iter().map(|r| r.id).collect();
+        f.debug_struct("PortState")
+            .field("clients", &ids)
+            .field("devs", &self.devs)
+            .field("log_lines", &self.log.len())
+            .finish()
+    }
+}
+
+std::thread_local! {
+    /// Whether this thread is inside [`LinuxOs::port`].
+    static IN_PORT_LOCK: Cell<bool> = const { Cell::new(false) };
 }
 
 /// The Linux vocabulary the runtime carries work out in.
+///
+/// Lock order: the port lock (its `ib_client` registry and PCI state) is a leaf. It is
+/// taken on its own (by the work the runtime carries out, outside the runtime's lock) or
+/// inside the runtime's lock (by the driver's entry points), held only while its state is
+/// read or written, and nothing is called and no other lock taken while it is held: the
+/// runtime's lock is never taken inside it. [`LinuxOs::port_lock_held`] lets a test
+/// kernel check that on every acquisition of the runtime's lock.
 pub struct LinuxOs {
     hw: Arc<dyn Hardware>,
     state: Mutex<PortState>,
+}
+
+impl std::fmt::Debug for LinuxOs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LinuxOs")
+            .field(
+                "state",
+                &*self.state.lock().unwrap_or_else(PoisonError::into_inner),
+            )
+            .finish_non_exhaustive()
+    }
 }
 
 impl LinuxOs {
@@ -329,11 +401,23 @@ impl LinuxOs {
 
     /// The kernel log (`dmesg`), oldest first, at most [`KERNEL_LOG_LINES`] lines.
     pub fn kernel_log(&self) -> Vec<String> {
-        self.state().log.iter().cloned().collect()
+        self.port(|s| s.log.iter().cloned().collect())
     }
 
-    pub(crate) fn state(&self) -> MutexGuard<'_, PortState> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    /// Whether the calling thread holds the port lock: a lock-order check asks this each
+    /// time the runtime's lock is taken (it must be `false`: see [`LinuxOs`]).
+    pub fn port_lock_held() -> bool {
+        IN_PORT_LOCK.with(Cell::get)
+    }
+
+    /// Run `f` on the port's state under the port lock (a leaf: `f` only reads and
+    /// writes the state).
+    pub(crate) fn port<R>(&self, f: impl FnOnce(&mut PortState) -> R) -> R {
+        let mut guard = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let was = IN_PORT_LOCK.with(|held| held.replace(true));
+        let result = f(&mut guard);
+        IN_PORT_LOCK.with(|held| held.set(was));
+        result
     }
 }
 
@@ -357,10 +441,12 @@ impl Os for LinuxOs {
         let dev = client.device;
         // Exactly one `remove` per (client, device): the device's or the unregister's.
         let removed = matches!(event, Event::Removed { .. });
-        let unhooked = self.state().attachment(client).is_some_and(|(_, a)| {
-            let was = a.unhooked;
-            a.unhooked |= removed;
-            was
+        let unhooked = self.port(|s| {
+            s.attachment(client).is_some_and(|(_, a)| {
+                let was = a.unhooked;
+                a.unhooked |= removed;
+                was
+            })
         });
         if unhooked {
             return Some(Input::Unregister { client }); // its remove already ran
@@ -368,9 +454,18 @@ impl Os for LinuxOs {
         match event {
             Event::Reset => {
                 let vote = ops.error_detected(dev);
-                let forced = self.state().devs[usize::from(dev.0) % MAX_DEVICES].forced;
+                // CAN_RECOVER outside a function reset: `mmio_enabled` asks again (its
+                // answer is the vote), or `slot_reset` feeds it as it stands.
+                let owed = self.port(|s| {
+                    let forced = s.devs[usize::from(dev.0) % MAX_DEVICES].forced;
+                    let owed = vote == PciErsResult::CanRecover && !forced;
+                    if let Some((_, a)) = s.attachment(client) {
+                        a.mmio_owed = owed;
+                    }
+                    owed
+                });
                 match vote {
-                    PciErsResult::CanRecover if !forced => Some(Input::CanRecover { client }),
+                    PciErsResult::CanRecover if owed => None,
                     PciErsResult::NeedReset
                     | PciErsResult::CanRecover
                     | PciErsResult::Recovered => Some(Input::ResetExecute { client }),
@@ -383,9 +478,11 @@ impl Os for LinuxOs {
                 epoch,
                 state_lost: true,
             } => {
-                if let Some((_, a)) = self.state().attachment(client) {
-                    a.epoch = epoch; // the context's interface is the new one
-                }
+                self.port(|s| {
+                    if let Some((_, a)) = s.attachment(client) {
+                        a.epoch = epoch; // the context's interface is the new one
+                    }
+                });
                 match event {
                     Event::ResetEnd { .. } => ops.resume(dev, epoch),
                     _ => ops.resumed(dev, epoch, true),
@@ -438,7 +535,7 @@ impl Os for LinuxOs {
             // The PCI core runs it (`slot_reset`, or the function reset and `reset_done`),
             // once this item, behind the news of fences it waited for, was carried out.
             HardwareCommand::Reset => {
-                self.state().devs[usize::from(device.0) % MAX_DEVICES].ordered = true;
+                self.port(|s| s.devs[usize::from(device.0) % MAX_DEVICES].ordered = true);
                 None
             }
             HardwareCommand::PowerDown => {
@@ -463,10 +560,25 @@ impl Os for LinuxOs {
     fn job(&self, job: Job) -> Option<Input> {
         let (client, handle) = match job {
             Job::Add { client, handle } => (client, handle),
+            Job::MmioEnabled { handle } => {
+                let ops = self.port(|s| {
+                    let (ops, a) = s.attachment(handle)?;
+                    (!a.unhooked).then_some(ops)
+                })?;
+                let answer = ops.mmio_enabled(handle.device);
+                self.port(|s| {
+                    if let Some((_, a)) = s.attachment(handle) {
+                        a.mmio_answer = Some(answer);
+                    }
+                });
+                return None;
+            }
             Job::Remove { handle } => {
-                let owed = self.state().attachment(handle).map(|(ops, a)| {
-                    let first = !std::mem::replace(&mut a.unhooked, true);
-                    (first, (first && a.added).then_some(ops))
+                let owed = self.port(|s| {
+                    s.attachment(handle).map(|(ops, a)| {
+                        let first = !std::mem::replace(&mut a.unhooked, true);
+                        (first, (first && a.added).then_some(ops))
+                    })
                 });
                 // The device's `remove` ran first: it detached the client.
                 let Some((true, ops)) = owed else { return None };
@@ -477,8 +589,7 @@ impl Os for LinuxOs {
             }
         };
         let dev = handle.device;
-        let ops = {
-            let mut s = self.state();
+        let ops = self.port(|s| {
             let r = s.reg(client)?;
             // Unregistered before its add ran: no add, so no remove either.
             let live = r.live && r.at[usize::from(dev.0)].is_some_and(|a| a.handle == handle);
@@ -486,7 +597,7 @@ impl Os for LinuxOs {
                 r.at[usize::from(dev.0)].as_mut()?.added = true;
             }
             live.then(|| r.ops.clone())
-        };
+        });
         if let Some(ops) = ops {
             ops.add(dev);
         }
@@ -497,32 +608,55 @@ impl Os for LinuxOs {
     /// callbacks, never beside one, and cancelled by its fence.
     fn job_client(job: &Job) -> Option<ClientHandle> {
         match job {
-            Job::Add { handle, .. } | Job::Remove { handle } => Some(*handle),
+            Job::Add { handle, .. } | Job::Remove { handle } | Job::MmioEnabled { handle } => {
+                Some(*handle)
+            }
         }
     }
 
     fn news(&self, news: News) {
         match news {
             News::Fenced { client, overran } => {
-                let ops = self.state().attachment(client).map(|(ops, _)| ops);
+                let ops = self.port(|s| s.attachment(client).map(|(ops, _)| ops));
                 if let Some(ops) = ops {
                     ops.disassociated(client.device, overran);
                 }
             }
             News::DeviceFailed { device, cause } => {
-                let mut s = self.state();
-                if s.log.len() == KERNEL_LOG_LINES {
-                    s.log.pop_front();
-                }
                 // dev_err(): the PCI error path answers DISCONNECT until removal.
-                s.log.push_back(format!(
+                let line = format!(
                     "pnp-lifecycle {}: device failed: {} ({cause:?}); PCI error recovery \
                      answers DISCONNECT until removal",
                     device.0,
                     failure_text(cause)
-                ));
+                );
+                self.port(|s| {
+                    if s.log.len() == KERNEL_LOG_LINES {
+                        s.log.pop_front();
+                    }
+                    s.log.push_back(line);
+                });
             }
             _ => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What a lock-order check asks: true inside the port lock only, nested calls
+    /// restoring it (the check in `tests/lock_order.rs` relies on it).
+    #[test]
+    fn port_lock_held_is_true_inside_the_port_lock_only() {
+        let os = LinuxOs::new(Arc::new(NullHardware));
+        assert!(!LinuxOs::port_lock_held());
+        let inside = os.port(|_| LinuxOs::port_lock_held());
+        assert!(inside);
+        assert!(!LinuxOs::port_lock_held());
+        let other = std::thread::spawn(LinuxOs::port_lock_held);
+        let seen_elsewhere = os.port(|_| other.join().unwrap());
+        assert!(!seen_elsewhere, "per thread");
     }
 }

@@ -365,3 +365,164 @@ fn unload_is_a_fence() {
     let gone = Seen::Event(Event::Removed { surprise: false });
     assert_eq!(seen(&log, 0), [Seen::Attached, gone]);
 }
+
+/// What a scripted client and the hardware saw, in one order.
+type Script = Arc<Mutex<Vec<String>>>;
+
+/// A client that answers `error_detected` with `detected` and `mmio_enabled` with `mmio`,
+/// logging each callback by name.
+struct Voter {
+    name: &'static str,
+    detected: PciErsResult,
+    mmio: PciErsResult,
+    script: Script,
+}
+
+impl Voter {
+    fn push(&self, what: String) {
+        self.script
+            .lock()
+            .unwrap()
+            .push(format!("{} {what}", self.name));
+    }
+}
+
+impl IbClient for Voter {
+    fn add(&self, _: DeviceId) {}
+    fn remove(&self, _: DeviceId, _: RemoveCause) {}
+    fn error_detected(&self, _: DeviceId) -> PciErsResult {
+        self.push(format!("error_detected -> {}", self.detected.linux_name()));
+        self.detected
+    }
+    fn mmio_enabled(&self, _: DeviceId) -> PciErsResult {
+        self.push(format!("mmio_enabled -> {}", self.mmio.linux_name()));
+        self.mmio
+    }
+    fn resume(&self, _: DeviceId, epoch: Epoch) {
+        self.push(format!("resume epoch {}", epoch.0));
+    }
+}
+
+/// Hardware that logs its re-initialisation into the script.
+struct ScriptHw(Script);
+
+impl Hardware for ScriptHw {
+    fn reset(&self, _: DeviceId) -> ResetResult {
+        self.0.lock().unwrap().push("hardware reset".into());
+        ResetResult::Succeeded
+    }
+}
+
+/// A driver with clients `a` and `b` answering `(error_detected, mmio_enabled)`.
+fn voters(a: [PciErsResult; 2], b: [PciErsResult; 2]) -> (Arc<Driver>, Script) {
+    let script = Script::default();
+    let clock = Arc::new(ManualClock::new(Tick(0)));
+    let hw = Arc::new(ScriptHw(script.clone()));
+    let d = Arc::new(Driver::<StdKernel>::with_clock(CONFIG, hw, clock));
+    d.probe(DEV, &[IB]).unwrap();
+    for (name, [detected, mmio]) in [("A", a), ("B", b)] {
+        let script = script.clone();
+        let voter = Voter {
+            name,
+            detected,
+            mmio,
+            script,
+        };
+        d.register_client(Arc::new(voter), ClientKind::Trusted)
+            .unwrap();
+    }
+    (d, script)
+}
+
+/// `pcie_do_recovery`'s sequence: `error_detected`, `mmio_enabled` if every driver
+/// answered `CAN_RECOVER`, `slot_reset` if one needs a reset, `resume` once recovered.
+fn pcie_do_recovery(d: &Driver) -> Vec<PciErsResult> {
+    let mut answers = vec![d.error_detected(DEV, PciChannelState::Normal)];
+    if answers[0] == PciErsResult::CanRecover {
+        answers.push(d.mmio_enabled(DEV));
+    }
+    if answers.last() == Some(&PciErsResult::NeedReset) {
+        answers.push(d.slot_reset(DEV));
+    }
+    if answers.last() == Some(&PciErsResult::Recovered) {
+        d.resume(DEV);
+    }
+    answers
+}
+
+/// Issue 22 item 8: a client votes at `mmio_enabled`. Both answered `CAN_RECOVER`; B
+/// then needs a reset: `mmio_enabled` answers `NEED_RESET`, `slot_reset` re-initialises
+/// the hardware and both get `resume` with the new epoch, in Linux's documented order
+/// (Documentation/PCI/pci-error-recovery.rst: `error_detected` to every driver, then
+/// `mmio_enabled` to every driver, then `slot_reset`, then `resume`). Before: the cycle
+/// ended at the votes (`resume` before `mmio_enabled`) and `mmio_enabled` always
+/// answered `RECOVERED`.
+#[test]
+fn a_client_needing_a_reset_at_mmio_enabled_makes_the_reset_run_in_linux_order() {
+    use PciErsResult::*;
+    let (d, script) = voters([CanRecover, Recovered], [CanRecover, NeedReset]);
+    assert_eq!(pcie_do_recovery(&d), [CanRecover, NeedReset, Recovered]);
+    assert_eq!(
+        *script.lock().unwrap(),
+        [
+            "A error_detected -> PCI_ERS_RESULT_CAN_RECOVER",
+            "B error_detected -> PCI_ERS_RESULT_CAN_RECOVER",
+            "A mmio_enabled -> PCI_ERS_RESULT_RECOVERED",
+            "B mmio_enabled -> PCI_ERS_RESULT_NEED_RESET",
+            "hardware reset",
+            "A resume epoch 1",
+            "B resume epoch 1",
+        ]
+    );
+    assert_eq!(d.epoch(DEV), Some(Epoch(1)));
+    assert_eq!(d.runtime().inspect(|o| o.anomalies()), 0);
+    d.unload().unwrap();
+}
+
+/// Every client recovered at `mmio_enabled`: `RECOVERED`, no reset, `resume` with the
+/// same epoch, after every `mmio_enabled`.
+#[test]
+fn every_client_recovered_at_mmio_enabled_so_no_reset_and_resume_comes_last() {
+    use PciErsResult::*;
+    let (d, script) = voters([CanRecover, Recovered], [CanRecover, Recovered]);
+    assert_eq!(d.error_detected(DEV, PciChannelState::Normal), CanRecover);
+    assert_eq!(d.mmio_enabled(DEV), Recovered);
+    // Recovered when mmio_enabled returns: the clients' resume already ran.
+    assert_eq!(script.lock().unwrap().len(), 6);
+    d.resume(DEV);
+    assert_eq!(
+        *script.lock().unwrap(),
+        [
+            "A error_detected -> PCI_ERS_RESULT_CAN_RECOVER",
+            "B error_detected -> PCI_ERS_RESULT_CAN_RECOVER",
+            "A mmio_enabled -> PCI_ERS_RESULT_RECOVERED",
+            "B mmio_enabled -> PCI_ERS_RESULT_RECOVERED",
+            "A resume epoch 0",
+            "B resume epoch 0",
+        ]
+    );
+    assert_eq!(d.epoch(DEV), Some(Epoch(0)));
+    assert_eq!(d.runtime().inspect(|o| o.anomalies()), 0);
+    d.unload().unwrap();
+}
+
+/// One client needs a reset at `error_detected`: the PCI core skips `mmio_enabled`,
+/// the other's `CAN_RECOVER` stands, and the reset runs.
+#[test]
+fn a_reset_needed_at_error_detected_skips_mmio_enabled() {
+    use PciErsResult::*;
+    let (d, script) = voters([NeedReset, Recovered], [CanRecover, NeedReset]);
+    assert_eq!(pcie_do_recovery(&d), [NeedReset, Recovered]);
+    assert_eq!(
+        *script.lock().unwrap(),
+        [
+            "A error_detected -> PCI_ERS_RESULT_NEED_RESET",
+            "B error_detected -> PCI_ERS_RESULT_CAN_RECOVER",
+            "hardware reset",
+            "A resume epoch 1",
+            "B resume epoch 1",
+        ]
+    );
+    assert_eq!(d.runtime().inspect(|o| o.anomalies()), 0);
+    d.unload().unwrap();
+}

@@ -142,25 +142,51 @@ fn a_verb_in_runtime_suspend_waits_for_the_runtime_resume_the_core_commands() {
     finish(&d, &log);
 }
 
+/// Issue 22 item 5: the PM core never calls `runtime_suspend` while the usage count is
+/// nonzero (`rpm_check_suspend_allowed`: `-EAGAIN`), so a runtime suspend with a verb in
+/// flight is refused at once, the device stays active and no client is told anything.
+/// Before: the power-down was entered, the client told `suspending` while its verb ran,
+/// and the device powered down when the verb ended.
 #[test]
-fn runtime_idle_is_busy_while_a_verb_holds_a_usage_count() {
+fn runtime_suspend_with_a_verb_in_flight_is_refused_eagain_and_tells_no_client() {
+    use HardwareCommand::*;
     let (d, log, k) = driver();
     d.begin_hw_op(k, DEV).unwrap();
     assert_eq!(d.runtime_idle(DEV).unwrap_err().errno, Errno::EBUSY);
-    // runtime_suspend waits for the verb (the drain), so it runs on another thread.
-    let suspend = {
+    // The non-blocking half first: before the fix `pm` blocked until the verb ended.
+    let e = d.begin_pm(DEV, PmOp::RuntimeSuspend).unwrap_err();
+    assert_eq!((e.errno, e.errno.code()), (Errno::EAGAIN, 11));
+    assert_eq!(
+        d.pm(DEV, PmOp::RuntimeSuspend).unwrap_err().errno,
+        Errno::EAGAIN
+    );
+    let running = d.runtime().inspect(|o| o.machine().phase(DEV));
+    assert_eq!(running, Some(pnp_lifecycle::PhaseKind::Running));
+    assert_eq!(seen(&log), [Seen::Attached], "no client told suspending");
+    d.end_hw_op(k, DEV).unwrap();
+    assert_eq!(
+        hw(&log),
+        [Start],
+        "nothing powered down when the verb ended"
+    );
+    // Once the usage count is zero the runtime suspend goes ahead.
+    assert_eq!(d.runtime_idle(DEV), Ok(()));
+    d.pm(DEV, PmOp::RuntimeSuspend).unwrap();
+    assert_eq!(hw(&log), [Start, PowerDown]);
+    assert_eq!(seen(&log), [Seen::Attached, IDLE]);
+    // A system suspend is not gated by the usage count: it waits for the verb (drain).
+    d.pm(DEV, PmOp::RuntimeResume).unwrap();
+    d.begin_hw_op(k, DEV).unwrap();
+    let sleep = {
         let d = d.clone();
-        std::thread::spawn(move || d.pm(DEV, PmOp::RuntimeSuspend))
+        std::thread::spawn(move || d.pm(DEV, PmOp::Suspend))
     };
     std::thread::sleep(std::time::Duration::from_millis(50));
-    assert!(
-        !hw(&log).contains(&HardwareCommand::PowerDown),
-        "not drained"
-    );
+    assert_eq!(hw(&log), [Start, PowerDown, PowerUp], "not drained");
     d.end_hw_op(k, DEV).unwrap();
-    suspend.join().unwrap().unwrap();
-    assert_eq!(d.runtime_idle(DEV), Ok(()));
-    assert!(hw(&log).contains(&HardwareCommand::PowerDown));
+    sleep.join().unwrap().unwrap();
+    assert_eq!(hw(&log), [Start, PowerDown, PowerUp, PowerDown]);
+    d.pm(DEV, PmOp::Resume).unwrap();
     finish(&d, &log);
 }
 
@@ -419,4 +445,51 @@ fn a_verb_waiting_for_a_slow_runtime_resume_times_out_at_its_deadline() {
     assert_eq!(hw(&log), [Start, PowerDown, PowerUp]);
     assert_eq!(seen(&log), [Seen::Attached, IDLE, resumed(0, false)]);
     finish(&d, &log);
+}
+
+fn seen_by(log: &Log, c: u32) -> Vec<Seen> {
+    let of = |o: Obs| match o {
+        Obs::Enter { client, seen, .. } if client == c => Some(seen),
+        _ => None,
+    };
+    log.snapshot().into_iter().filter_map(of).collect()
+}
+
+/// Issue 22 item 4: `ib_register_client` calls `add` for every registered device, in
+/// whatever power state. A client registered while the device is runtime-suspended (or
+/// in system sleep) is attached at once: its `add` runs, it has a handle, and after the
+/// resume its verbs work. Before: it was never attached (no `add`, `ENODEV`, no handle).
+#[test]
+fn a_client_registered_while_suspended_gets_add_and_its_verbs_work_after_the_resume() {
+    use HardwareCommand::*;
+    for (down, up, kind) in [
+        (
+            PmOp::RuntimeSuspend,
+            PmOp::RuntimeResume,
+            PowerDownKind::Idle,
+        ),
+        (PmOp::Suspend, PmOp::Resume, PowerDownKind::SystemSleep),
+    ] {
+        let (d, log, _) = driver();
+        d.pm(DEV, down).unwrap();
+        let rec = Recorder::new(1, PciErsResult::NeedReset, &log);
+        let b = d.register_client(rec, ClientKind::Trusted).unwrap();
+        assert!(d.handle(b, DEV).is_some(), "{down:?}: attached");
+        assert_eq!(
+            seen_by(&log, 1),
+            [Seen::Attached],
+            "{down:?}: add ran in Dx"
+        );
+        d.pm(DEV, up).unwrap();
+        verb(&d, &log, b).unwrap();
+        assert_eq!(
+            seen_by(&log, 1),
+            [Seen::Attached, resumed(0, false)],
+            "{down:?}"
+        );
+        let told = Seen::Event(Event::Suspending { kind });
+        assert_eq!(seen_by(&log, 0), [Seen::Attached, told, resumed(0, false)]);
+        assert_eq!(hw(&log), [Start, PowerDown, PowerUp], "{down:?}");
+        finish(&d, &log);
+    }
 }

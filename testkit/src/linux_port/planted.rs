@@ -45,6 +45,14 @@ pub struct FatalAfterRemove {
     pub seen: Mutex<Vec<(ClientHandle, Arc<dyn IbClient>)>>,
 }
 
+impl std::fmt::Debug for FatalAfterRemove {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FatalAfterRemove")
+            .field("inner", &self.inner)
+            .finish_non_exhaustive()
+    }
+}
+
 impl FatalAfterRemove {
     /// The fault around a real port over `hw`.
     pub fn new(hw: Arc<dyn pnp_lifecycle_linux::Hardware>) -> Self {
@@ -110,6 +118,14 @@ pub struct VoteFirst<K: Kernel> {
     pub runtime: OnceLock<Weak<LinuxRuntime<K, VoteFirst<K>>>>,
 }
 
+impl<K: Kernel> std::fmt::Debug for VoteFirst<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("VoteFirst")
+            .field("inner", &self.inner)
+            .finish_non_exhaustive()
+    }
+}
+
 impl<K: Kernel> Os for VoteFirst<K> {
     forward_os!();
     fn call(&self, cb: &Arc<dyn IbClient>, client: ClientHandle, event: Event) -> Option<Input> {
@@ -153,6 +169,7 @@ impl Kernel for LyingKernel {
 /// Fault: the port's `dev_pm_ops` resume is the old stub ("the hardware kept its power"):
 /// it reports the power-up done without calling [`pnp_lifecycle_linux::Hardware::power_up`],
 /// so clients are told `resumed` and their verbs run against hardware still in D3.
+#[derive(Debug)]
 pub struct ResumeWithoutPowerUp {
     /// The real port.
     pub inner: LinuxOs,
