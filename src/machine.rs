@@ -7,11 +7,13 @@ use crate::table::{disposition, Disposition, InputKind, PhaseKind};
 use crate::types::*;
 
 /// The most outputs one device input can produce with `clients` client slots, whatever the
-/// clients do: two a client (a notification or a fence, then `ClientGone`; a client has at
-/// most one callback in flight, so later events wait in its bounded mailbox), plus hardware
-/// commands, completions, cycle results and `DeviceRemoved`.
+/// clients do: three a client (a notification or a fence, then `ClientGone`; a client has
+/// at most one callback in flight, so later events wait in its bounded mailbox; with the
+/// fast path on, a gate opened and closed again within the input: a power-up that serves a
+/// waiting reset opens every gate, tells `Resumed`, then begins the cycle, which closes
+/// them), plus hardware commands, completions, cycle results and `DeviceRemoved`.
 pub const fn outputs_per_device_input(clients: usize) -> usize {
-    2 * clients + 8
+    3 * clients + 8
 }
 
 /// The output queue capacity a machine needs: room for the worst input, a tick or an
@@ -134,6 +136,19 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Lifecycle<D
             devices: [const { Device::new() }; D],
             outputs: OutputQueue::new(),
         }
+    }
+
+    /// This machine with the fast path on (DESIGN.md "Operations: the fast path", I15):
+    /// for an owner that admits clients' hardware operations itself while the machine
+    /// lets it (`ports/runtime`'s gate). The machine then tells the owner, per client, when
+    /// to open its gate and when to close it ([`Output::FastPath`]), and takes the close's
+    /// answer ([`Input::FastPathClosed`]). Without it no gate is ever opened and every
+    /// operation goes through [`Input::Access`].
+    pub fn with_fast_path(mut self) -> Self {
+        for device in self.devices.iter_mut() {
+            device.fast_path = true;
+        }
+        self
     }
 
     /// Apply one input that happened at `now` on the owner's clock. On `Err` nothing
@@ -608,7 +623,7 @@ fn view(slot: &crate::registry::Slot) -> ClientView {
         state: slot.state,
         ports: slot.ports,
         callback_in_flight: slot.callback.is_some(),
-        operations_in_flight: slot.ops,
+        operations_in_flight: u8::try_from(slot.ops).unwrap_or(u8::MAX),
         waiting_events: u8::try_from(slot.mailbox.len()).unwrap_or(u8::MAX),
         fence_requested: slot.fence_requested,
     }

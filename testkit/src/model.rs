@@ -1132,6 +1132,12 @@ impl Dev {
                 self.progress(cx);
                 ok
             }
+            // The model's owner runs no fast path (the core's `with_fast_path` is off in
+            // every comparison): no gate is ever closing, so every answer is refused.
+            Input::FastPathClosed { client, .. } => {
+                current_index(self, client)?;
+                Err(Error::FastPathNotClosing)
+            }
             Input::FenceDone { client } => {
                 let i = current_index(self, client)?;
                 if !self.cls[i].fence {

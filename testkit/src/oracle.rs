@@ -64,6 +64,13 @@ pub enum Check {
     /// `DeviceStarted`), `Removed` or `Revoked`. Also: a system sleep is never woken by
     /// an access, and a power-down requested during a reset cycle waits for it.
     I14,
+    /// I15: a fast-path gate is opened only for a registered, unrevoked, unfenced client
+    /// holding the interface of the device's current epoch, in D0, never after surprise
+    /// removal or once removal began, and never while its close is unanswered; no stop,
+    /// hardware reset, power-down or removal teardown is commanded while any client's
+    /// gate is open or its close unanswered (operations a close carried count as
+    /// operations in flight, I12).
+    I15,
     /// At most one callback in flight per client.
     OneCallback,
     /// A revoked client with a callback in flight is fenced (and only such a client).
@@ -168,6 +175,13 @@ pub struct ClientBook {
     /// Owed a `Recovered` of a cycle that ended without a reset at this epoch, not yet
     /// delivered (it waits behind the client's callback in flight).
     pub recovery_owed: Option<Epoch>,
+    /// Its fast-path gate was opened and no close was asked since (I15).
+    pub gate_open: bool,
+    /// A close of its gate was asked at this `now` and not answered (nor fenced) yet.
+    pub gate_closing: Option<Tick>,
+    /// When a close's answer last carried operations into `ops`: their deadline counts
+    /// from here (I13).
+    pub carried_at: Option<Tick>,
 }
 
 impl ClientBook {
@@ -471,7 +485,16 @@ impl Oracle {
             // An operation holder: the stop's or reset's wait, or the detach deadline.
             let holds_ops = c.ops > 0 && !c.fence_pending;
             let pb = before.phase(h.device);
+            // A close unanswered for the operation timeout (I15, I9).
+            let by_close = c
+                .gate_closing
+                .is_some_and(|t| now >= t.after(config.operation_timeout));
+            // Operations a close carried count from its answer (I13).
+            let carried_due = c
+                .carried_at
+                .is_none_or(|t| now >= t.after(config.operation_timeout));
             let by_operation = holds_ops
+                && carried_due
                 && match pb {
                     Some(PhaseKind::Stopping | PhaseKind::Quiescing | PhaseKind::PoweringDown) => d
                         .drain_since
@@ -481,7 +504,7 @@ impl Oracle {
                         .is_some_and(|t| now >= t.after(config.detach_timeout)),
                     _ => false,
                 };
-            if !(by_callback || by_ack || by_detach || by_operation) {
+            if !(by_callback || by_ack || by_detach || by_operation || by_close) {
                 fail!(
                     I13,
                     "{:?} revoked at {:?} before any deadline: callback since {:?} (+{}), \
@@ -712,6 +735,71 @@ impl Oracle {
 
     fn dev(&self, d: DeviceId) -> Option<&DeviceBook> {
         self.devices.get(usize::from(d.0))
+    }
+
+    /// I15: an [`Output::FastPath`].
+    fn fast_path(
+        &mut self,
+        now: Tick,
+        client: ClientHandle,
+        gate: pnp_lifecycle::FastPathGate,
+        current: Option<Epoch>,
+    ) -> Result<(), Violation> {
+        let d = self.dev(client.device).cloned().unwrap_or_default();
+        let Some(c) = self.client_mut(client) else {
+            fail!(
+                I15,
+                "fast-path gate {:?} of never-issued {:?}",
+                gate,
+                client
+            );
+        };
+        match gate {
+            pnp_lifecycle::FastPathGate::Open { epoch } => {
+                if c.gate_open || c.gate_closing.is_some() {
+                    fail!(
+                        I15,
+                        "gate of {:?} opened while open or its close (asked at {:?}) is \
+                         unanswered",
+                        client,
+                        c.gate_closing
+                    );
+                }
+                if !c.addressable() || c.cut || c.fenced {
+                    fail!(
+                        I15,
+                        "gate opened for {:?}, which is gone, revoked or fenced",
+                        client
+                    );
+                }
+                if Some(epoch) != current || c.interface != Some(epoch) {
+                    fail!(
+                        I15,
+                        "gate of {:?} opened at {:?}; device at {:?}, client's interface {:?}",
+                        client,
+                        epoch,
+                        current,
+                        c.interface
+                    );
+                }
+                if d.low_power || d.power_down_in_flight || d.surprise || d.removal_requested {
+                    fail!(
+                        I15,
+                        "gate of {:?} opened in Dx, after surprise removal or once removal began",
+                        client
+                    );
+                }
+                c.gate_open = true;
+            }
+            pnp_lifecycle::FastPathGate::Close => {
+                if !c.gate_open {
+                    fail!(I15, "close of {:?}'s gate, which is not open", client);
+                }
+                c.gate_open = false;
+                c.gate_closing = Some(now);
+            }
+        }
+        Ok(())
     }
 
     fn dev_mut(&mut self, d: DeviceId) -> Result<&mut DeviceBook, Violation> {
@@ -973,8 +1061,23 @@ impl Oracle {
                     c.fence_pending = false;
                     c.callback = None;
                     c.ops = 0;
+                    c.gate_closing = None; // the fence covers the fast path
                 }
                 _ => fail!(Fence, "FenceDone accepted for {:?}, no fence asked", client),
+            },
+            Input::FastPathClosed { client, in_flight } => match self.client_mut(client) {
+                Some(c) if c.gate_closing.is_some() => {
+                    c.gate_closing = None;
+                    c.ops += in_flight;
+                    if in_flight > 0 {
+                        c.carried_at = Some(now);
+                    }
+                }
+                _ => fail!(
+                    I15,
+                    "FastPathClosed accepted for {:?}, no close asked",
+                    client
+                ),
             },
             Input::AccessDone { client } => match self.client_mut(client) {
                 // Ignored until the fence is reported.
@@ -1275,6 +1378,9 @@ impl Oracle {
         match *o {
             // Checked with the device's state change (`Check::Failure`).
             Output::DeviceFailed { .. } => {}
+            Output::FastPath { client, gate } => {
+                self.fast_path(now, client, gate, after.epoch(client.device))?
+            }
             Output::Notify { client, event } => {
                 let Some(c) = self.client_mut(client) else {
                     fail!(I1, "notification {:?} to never-issued {:?}", event, client);
@@ -1429,7 +1535,7 @@ impl Oracle {
                 if c.gone || c.fence_pending || c.fenced {
                     fail!(Fence, "fence for {:?} asked twice or after it left", client);
                 }
-                if c.callback.is_none() && c.ops == 0 {
+                if c.callback.is_none() && c.ops == 0 && c.gate_closing.is_none() {
                     fail!(Fence, "fence for {:?}, which has nothing in flight", client);
                 }
                 c.fenced = true;
@@ -1543,6 +1649,25 @@ impl Oracle {
                     b.low_power = false;
                     b.sleep = false;
                 }
+                // I15: no command but a start while a gate is open or its close unanswered.
+                if command != HardwareCommand::Start {
+                    if let Some((h, c)) = b
+                        .clients
+                        .iter()
+                        .find(|(_, c)| c.gate_open || c.gate_closing.is_some())
+                    {
+                        fail!(
+                            I15,
+                            "{:?} of {:?} while client {:?}'s fast-path gate is open ({}) or \
+                             its close unanswered (since {:?})",
+                            command,
+                            device,
+                            h,
+                            c.gate_open,
+                            c.gate_closing
+                        );
+                    }
+                }
                 // I12 (after the command's own checks, so a reset with a voter left is I3): the hardware is touched only once every operation is done or fenced.
                 if command != HardwareCommand::Start {
                     if let Some((h, c)) = b.clients.iter().find(|(_, c)| c.ops > 0) {
@@ -1655,6 +1780,13 @@ impl Oracle {
                 };
                 if c.gone {
                     fail!(Handles, "ClientGone twice for {:?}", client);
+                }
+                if c.gate_open || c.gate_closing.is_some() {
+                    fail!(
+                        I15,
+                        "ClientGone for {:?} with its fast-path gate not closed",
+                        client
+                    );
                 }
                 if c.callback.is_some() || c.fence_pending {
                     fail!(
