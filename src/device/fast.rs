@@ -47,7 +47,8 @@ impl<const C: usize, const P: usize> Device<C, P> {
             ClientState::Revoked => planted!(GateOpenedForRevokedClient),
             _ => false,
         };
-        self.fast_path && self.phase == Phase::Running && client_ok && !slot.fence_requested
+        let unfenced = !slot.fence_requested || planted!(GateOpenedForRevokedClient);
+        self.fast_path && self.phase == Phase::Running && client_ok && unfenced
     }
 
     /// Open or close the gate of the client in slot `index` to follow the rule. A gate

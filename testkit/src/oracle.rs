@@ -1062,6 +1062,7 @@ impl Oracle {
                     c.callback = None;
                     c.ops = 0;
                     c.gate_closing = None; // the fence covers the fast path
+                    c.carried_at = None;
                 }
                 _ => fail!(Fence, "FenceDone accepted for {:?}, no fence asked", client),
             },
@@ -1082,7 +1083,12 @@ impl Oracle {
             Input::AccessDone { client } => match self.client_mut(client) {
                 // Ignored until the fence is reported.
                 Some(c) if c.fence_pending => {}
-                Some(c) if c.ops > 0 && !c.gone => c.ops -= 1,
+                Some(c) if c.ops > 0 && !c.gone => {
+                    c.ops -= 1;
+                    if c.ops == 0 {
+                        c.carried_at = None;
+                    }
+                }
                 _ => fail!(
                     Handles,
                     "AccessDone accepted for {:?} with no operation out",
@@ -1670,6 +1676,22 @@ impl Oracle {
                 }
                 // I12 (after the command's own checks, so a reset with a voter left is I3): the hardware is touched only once every operation is done or fenced.
                 if command != HardwareCommand::Start {
+                    if let Some((h, c)) = b
+                        .clients
+                        .iter()
+                        .find(|(_, c)| c.ops > 0 && c.carried_at.is_some())
+                    {
+                        fail!(
+                            I15,
+                            "{:?} of {:?} while client {:?} has {} hardware operations in \
+                             flight, some carried by a fast-path close (fence asked: {})",
+                            command,
+                            device,
+                            h,
+                            c.ops,
+                            c.fence_pending
+                        );
+                    }
                     if let Some((h, c)) = b.clients.iter().find(|(_, c)| c.ops > 0) {
                         fail!(
                             I12,
@@ -1892,6 +1914,14 @@ impl Oracle {
         books: &[DeviceBook],
     ) -> Result<(), Violation> {
         let config = after.config();
+        // I15: a revocation closes the client's gate (or a fence covers it).
+        if let Some((h, _)) = self.handles().find(|(_, c)| c.cut && c.gate_open) {
+            fail!(
+                I15,
+                "{:?} was revoked but its fast-path gate is left open",
+                h
+            );
+        }
         for i in 0..S::DEVICES {
             let device = DeviceId(i as u8);
             let (pb, pa) = (before.phase(device), after.phase(device));

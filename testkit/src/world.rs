@@ -125,6 +125,15 @@ impl<S: Sut> World<S> {
             .collect()
     }
 
+    /// Clients whose fast-path gate the machine asked to close, unanswered (issue 21).
+    pub fn closes_out(&self) -> Vec<ClientHandle> {
+        self.oracle
+            .handles()
+            .filter(|(_, c)| c.gate_closing.is_some())
+            .map(|(h, _)| h)
+            .collect()
+    }
+
     /// Clients the owner was asked to fence and has not reported done.
     pub fn fences_out(&self) -> Vec<ClientHandle> {
         self.oracle
@@ -332,6 +341,12 @@ fn next_duty<S: Sut>(
         if let Some((client, _)) = world.callbacks_out().first() {
             return Ok((clock, Input::CallbackDone { client: *client }));
         }
+    }
+    if let Some(client) = world.closes_out().first() {
+        // The owner closes the gate under its lock and answers at once; its fast path
+        // has nothing in flight here.
+        let (client, in_flight) = (*client, 0);
+        return Ok((clock, Input::FastPathClosed { client, in_flight }));
     }
     if let Some(client) = world.fences_out().first() {
         // The owner waits out the call for a bounded time, then reports.
