@@ -406,3 +406,25 @@ fn a_power_up_serving_a_reset_reaches_three_outputs_a_client_and_fits() {
     assert_eq!(M4::DEVICE_INPUT_OUTPUTS, outputs_per_device_input(4) + 1);
     assert_eq!(outputs_per_device_input(4), 3 * 4 + 8);
 }
+
+/// The fuzz body (oracle with I15, the three liveness drives; model off: the reference
+/// model runs no fast path) over a two-device fast-path machine, on 3,000 seeded random cases:
+/// the generator's owner answers closes with 0 to 2 operations in flight.
+#[test]
+fn seeded_fuzz_runs_on_the_fast_path_break_no_rule() {
+    use pnp_lifecycle_testkit::fuzz_bodies::run_inputs;
+    use pnp_lifecycle_testkit::rng::SplitMix;
+    use pnp_lifecycle_testkit::{FastPath, Sut};
+    type FastFuzz = FastPath<2, 3, 2, { queue_capacity(2, 3) }>;
+    let mut rng = SplitMix(0xfa57);
+    let mut inputs = 0;
+    for case in 0..3000 {
+        let data = rng.case(64, 2048);
+        match run_inputs::<FastFuzz>(&data, false, FastFuzz::create) {
+            Ok(n) => inputs += n,
+            Err(finding) => panic!("case {case}: {finding}"),
+        }
+    }
+    println!("3000 fast-path cases, {inputs} inputs, no rule broken");
+    assert!(inputs > 30_000);
+}

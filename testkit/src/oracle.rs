@@ -216,6 +216,9 @@ pub struct DeviceBook {
     pub cycle_since: Option<Tick>,
     /// When the removal under way began (the detach deadline counts from here).
     pub removal_since: Option<Tick>,
+    /// A fast-path close answered during the removal carried operations: the removal's
+    /// deadline is at least this (their operation timeout from the answer, I13).
+    pub removal_floor: Option<Tick>,
     /// A fatal error answered `Deferred` and not yet answered again.
     pub fatal_deferred: bool,
     /// When the stop or the hardware reset under way began waiting for hardware operations
@@ -483,25 +486,25 @@ impl Oracle {
                 && d.removal_since
                     .is_some_and(|t| now >= t.after(config.detach_timeout));
             // An operation holder: the stop's or reset's wait, or the detach deadline.
-            let holds_ops = c.ops > 0 && !c.fence_pending;
+            // A gate whose close is unanswered holds operations of unknown count.
+            let holds_ops = (c.ops > 0 || c.gate_closing.is_some()) && !c.fence_pending;
             let pb = before.phase(h.device);
             // A close unanswered for the operation timeout (I15, I9).
             let by_close = c
                 .gate_closing
                 .is_some_and(|t| now >= t.after(config.operation_timeout));
-            // Operations a close carried count from its answer (I13).
-            let carried_due = c
-                .carried_at
-                .is_none_or(|t| now >= t.after(config.operation_timeout));
+            // Operations a close carried during a wait count from its answer (I13): a
+            // drain's wait restarts there (`drain_since`), a removal's has a floor.
             let by_operation = holds_ops
-                && carried_due
                 && match pb {
                     Some(PhaseKind::Stopping | PhaseKind::Quiescing | PhaseKind::PoweringDown) => d
                         .drain_since
                         .is_some_and(|t| now >= t.after(config.operation_timeout)),
-                    Some(PhaseKind::Removing) => d
-                        .removal_since
-                        .is_some_and(|t| now >= t.after(config.detach_timeout)),
+                    Some(PhaseKind::Removing) => {
+                        d.removal_since
+                            .is_some_and(|t| now >= t.after(config.detach_timeout))
+                            && d.removal_floor.is_none_or(|f| now >= f)
+                    }
                     _ => false,
                 };
             if !(by_callback || by_ack || by_detach || by_operation || by_close) {
@@ -826,7 +829,9 @@ impl Oracle {
             let d = DeviceId(i as u8);
             let (pb, pa) = (before.phase(d), after.phase(d));
             if pa == Some(PhaseKind::Removing) && pb != Some(PhaseKind::Removing) {
-                self.dev_mut(d)?.removal_since = Some(now);
+                let b = self.dev_mut(d)?;
+                b.removal_since = Some(now);
+                b.removal_floor = None;
             }
             let requested = input.device() == Some(d)
                 && matches!(
@@ -1066,20 +1071,34 @@ impl Oracle {
                 }
                 _ => fail!(Fence, "FenceDone accepted for {:?}, no fence asked", client),
             },
-            Input::FastPathClosed { client, in_flight } => match self.client_mut(client) {
-                Some(c) if c.gate_closing.is_some() => {
-                    c.gate_closing = None;
-                    c.ops += in_flight;
-                    if in_flight > 0 {
-                        c.carried_at = Some(now);
+            Input::FastPathClosed { client, in_flight } => {
+                match self.client_mut(client) {
+                    Some(c) if c.gate_closing.is_some() => {
+                        c.gate_closing = None;
+                        c.ops += in_flight;
+                        if in_flight > 0 {
+                            c.carried_at = Some(now);
+                        }
+                    }
+                    _ => fail!(
+                        I15,
+                        "FastPathClosed accepted for {:?}, no close asked",
+                        client
+                    ),
+                }
+                if in_flight > 0 {
+                    // The drain under way waits for operations from this answer (I13).
+                    let floor = now.after(before.config().operation_timeout);
+                    let removing = before.phase(client.device) == Some(PhaseKind::Removing);
+                    let b = self.dev_mut(client.device)?;
+                    if b.drain_since.is_some() {
+                        b.drain_since = Some(now);
+                    }
+                    if removing {
+                        b.removal_floor = Some(b.removal_floor.map_or(floor, |f| f.max(floor)));
                     }
                 }
-                _ => fail!(
-                    I15,
-                    "FastPathClosed accepted for {:?}, no close asked",
-                    client
-                ),
-            },
+            }
             Input::AccessDone { client } => match self.client_mut(client) {
                 // Ignored until the fence is reported.
                 Some(c) if c.fence_pending => {}
@@ -2156,6 +2175,19 @@ impl Oracle {
                             );
                         }
                     }
+                    // A close unanswered has a deadline (I9, I15).
+                    if let (Some(t), false) = (c.gate_closing, c.fence_pending) {
+                        if !covers(t.after(config.operation_timeout)) {
+                            fail!(
+                                I9,
+                                "the close of {:?}'s gate since {:?}: its deadline is not in \
+                                 poll_timeout {:?}",
+                                h,
+                                t,
+                                deadline
+                            );
+                        }
+                    }
                     // An operation a stop, reset or teardown waits for has a deadline.
                     if c.ops > 0 && !c.fence_pending {
                         let wait = match phase {
@@ -2172,8 +2204,12 @@ impl Oracle {
                         } else {
                             config.operation_timeout
                         };
+                        let floor = match phase {
+                            Some(PhaseKind::Removing) => b.removal_floor.unwrap_or(Tick(0)),
+                            _ => Tick(0),
+                        };
                         if let Some(t) = wait {
-                            if !covers(t.after(timeout)) {
+                            if !covers(t.after(timeout).max(floor)) {
                                 fail!(
                                     I9,
                                     "{:?} holds {} operations a wait since {:?} needs gone; \
@@ -2198,7 +2234,8 @@ impl Oracle {
                     if let (ClientState::Removed, Some(PhaseKind::Removing), Some(t)) =
                         (v.state, phase, b.removal_since)
                     {
-                        if !covers(t.after(config.detach_timeout)) {
+                        let floor = b.removal_floor.unwrap_or(Tick(0));
+                        if !covers(t.after(config.detach_timeout).max(floor)) {
                             fail!(
                                 I9,
                                 "{:?} must detach by {:?}, not in poll_timeout {:?}",
