@@ -309,6 +309,8 @@ pub(crate) struct Device<const C: usize, const P: usize> {
     /// The owner runs a fast path ([`crate::Lifecycle::with_fast_path`]): the machine
     /// opens and closes its clients' gates (see `fast`).
     pub(crate) fast_path: bool,
+    /// The device entered running during the input under way: its gates open at its end.
+    pub(crate) gates_to_open: bool,
 }
 
 impl<const C: usize, const P: usize> Device<C, P> {
@@ -320,6 +322,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
             registry: Registry::new(),
             sleep_after_cycle: None,
             fast_path: false,
+            gates_to_open: false,
         }
     }
 
@@ -1935,6 +1938,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
             self.fail_on_timeout(cx);
         }
         self.progress(cx);
+        self.open_gates_when_settled(cx); // fast path
     }
 
     /// Revoke and fence every client with a hardware operation in flight that is not

@@ -7,13 +7,14 @@ use crate::table::{disposition, Disposition, InputKind, PhaseKind};
 use crate::types::*;
 
 /// The most outputs one device input can produce with `clients` client slots, whatever the
-/// clients do: three a client (a notification or a fence, then `ClientGone`; a client has
-/// at most one callback in flight, so later events wait in its bounded mailbox; with the
-/// fast path on, a gate opened and closed again within the input: a power-up that serves a
-/// waiting reset opens every gate, tells `Resumed`, then begins the cycle, which closes
-/// them), plus hardware commands, completions, cycle results and `DeviceRemoved`.
+/// clients do: two a client (a notification or a fence, then `ClientGone`; a client has at
+/// most one callback in flight, so later events wait in its bounded mailbox; with the fast
+/// path on, a gate's open or close takes the place of the `ClientGone`: a slot is freed
+/// only once its gate is shut, and gates open only at the end of an input that left the
+/// device running, so no input both opens and closes one), plus hardware commands,
+/// completions, cycle results and `DeviceRemoved`.
 pub const fn outputs_per_device_input(clients: usize) -> usize {
-    3 * clients + 8
+    2 * clients + 8
 }
 
 /// The output queue capacity a machine needs: room for the worst input, a tick or an
@@ -227,6 +228,7 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Lifecycle<D
         // reply again moved both through memory (a twentieth of a client input).
         let result = device.dispatch(&mut cx, input);
         if result.is_ok() {
+            device.open_gates_when_settled(&mut cx); // fast path: gates open once settled
             self.now = now;
             self.finish_unload_if_done();
         }

@@ -2039,7 +2039,7 @@ const SLOT_BYTES: usize = 88;
 fn a_client_slot_is_at_most_its_documented_size() {
     let one = core::mem::size_of::<Lifecycle<1, 1, 2, { queue_capacity(1, 1) }>>();
     let two = core::mem::size_of::<Lifecycle<1, 2, 2, { queue_capacity(1, 2) }>>();
-    let queue_growth = core::mem::size_of::<Output>() * 3; // queue_capacity grows by 3 a client
+    let queue_growth = core::mem::size_of::<Output>() * 2; // queue_capacity grows by 2 a client
     let slot = two - one - queue_growth;
     assert!(slot <= SLOT_BYTES, "slot = {slot} bytes");
 }

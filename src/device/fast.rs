@@ -103,8 +103,10 @@ impl<const C: usize, const P: usize> Device<C, P> {
         });
     }
 
-    /// The device's state changed (from `was`): when it entered or left running, every
-    /// occupied slot's gate follows. Called by `set_phase` before anything drains.
+    /// The device's state changed (from `was`), called by `set_phase`. Leaving running,
+    /// every open gate closes at once, before anything drains. Entering it, the gates open
+    /// once the input is done (`open_gates_when_settled`): an input that only passes
+    /// through running (a power-up that serves a waiting reset) opens nothing.
     pub(super) fn gate_follows_phase<const Q: usize>(
         &mut self,
         cx: &mut Ctx<'_, Q>,
@@ -114,7 +116,27 @@ impl<const C: usize, const P: usize> Device<C, P> {
         if !self.fast_path || (was == PhaseKind::Running) == running {
             return;
         }
+        if running {
+            self.gates_to_open = true;
+            return;
+        }
         if planted!(GateLeftOpenIntoDx) && self.phase.kind() == PhaseKind::PoweringDown {
+            return;
+        }
+        for index in self.registry.occupied() {
+            self.gate_follows_client(cx, index);
+        }
+    }
+
+    /// At the end of an input that brought the device into running: open the gates the
+    /// rule wants open (only then: never a scan per ordinary input).
+    #[inline]
+    pub(crate) fn open_gates_when_settled<const Q: usize>(&mut self, cx: &mut Ctx<'_, Q>) {
+        if !self.gates_to_open {
+            return;
+        }
+        self.gates_to_open = false;
+        if self.phase != Phase::Running {
             return;
         }
         for index in self.registry.occupied() {
