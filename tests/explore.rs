@@ -254,11 +254,11 @@ fn explore_fast_path() {
         max_generation: 1,
         max_states: 3_000_000,
         liveness_every: if full() { 3 } else { 11 },
-        compare_model: false,
+        compare_model: true,
         wide_alphabet: false,
         threads: threads(),
     };
-    let world = World::<FastSmall>::new(config(TrustedTimeoutPolicy::Revoke), false);
+    let world = World::<FastSmall>::new(config(TrustedTimeoutPolicy::Revoke), true);
     let report = explore_from(world, &prefix, bounds);
     check(&format!("fast path, 1 device, {bounds:?}"), &report);
     for i in FAST_PATH_LANDMARKS {

@@ -441,7 +441,7 @@ fn seeded_fuzz_runs_on_the_fast_path_break_no_rule() {
     let mut inputs = 0;
     for case in 0..3000 {
         let data = rng.case(64, 2048);
-        match run_inputs::<FastFuzz>(&data, false, FastFuzz::create) {
+        match run_inputs::<FastFuzz>(&data, true, FastFuzz::create) {
             Ok(n) => inputs += n,
             Err(finding) => panic!("case {case}: {finding}"),
         }

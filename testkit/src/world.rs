@@ -11,6 +11,16 @@ use pnp_lifecycle::{
     PowerUpResult, Reply, ResetResult, StartResult, Tick,
 };
 
+/// The reference model for a machine like `S` (with the fast path if `S` runs it).
+fn model_for<S: Sut>(config: Config) -> Model {
+    let model = Model::new(S::DEVICES, S::CLIENTS, S::PORTS, config);
+    if S::FAST_PATH {
+        model.with_fast_path()
+    } else {
+        model
+    }
+}
+
 /// One step's result as the owner saw it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Step {
@@ -39,7 +49,7 @@ impl<S: Sut> World<S> {
         World {
             sut: S::create(config),
             oracle: Oracle::new(S::DEVICES),
-            model: with_model.then(|| Model::new(S::DEVICES, S::CLIENTS, S::PORTS, config)),
+            model: with_model.then(|| model_for::<S>(config)),
             clock: Tick(0),
         }
     }
@@ -50,7 +60,7 @@ impl<S: Sut> World<S> {
         World {
             sut,
             oracle: Oracle::new(S::DEVICES),
-            model: with_model.then(|| Model::new(S::DEVICES, S::CLIENTS, S::PORTS, config)),
+            model: with_model.then(|| model_for::<S>(config)),
             clock: Tick(0),
         }
     }
