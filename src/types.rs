@@ -514,7 +514,9 @@ value_type! {
         /// owner closes the gate under its lock and answers at once. From then on the
         /// client's brackets go through the machine ([`Input::Access`]); the `in_flight`
         /// operations count as granted by it, each ended by an [`Input::AccessDone`], and
-        /// any drain's deadline for them counts from this input's `now`. Refused with
+        /// a drain under way (stop, reset, power-down) waits for operations from this
+        /// input's `now` (a removal's deadline is at least `now` plus
+        /// [`Config::operation_timeout`]): never shorter than configured (I13). Refused with
         /// [`Error::FastPathNotClosing`] (nothing changed) when no close of this client's
         /// gate is awaited.
         FastPathClosed {
