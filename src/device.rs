@@ -8,6 +8,7 @@ use crate::registry::{ClientState, Lookup, Registry, Role, Slot, OPS_PER_CLIENT}
 use crate::table::{InputKind, PhaseKind};
 use crate::types::*;
 
+pub(crate) mod fast;
 mod power;
 
 value_type! {
@@ -305,6 +306,11 @@ pub(crate) struct Device<const C: usize, const P: usize> {
     /// A system-sleep power-down requested during a reset cycle: it begins when the cycle
     /// ends with the device running (or completes with the status of another ending).
     pub(crate) sleep_after_cycle: Option<RequestToken>,
+    /// The owner runs a fast path ([`crate::Lifecycle::with_fast_path`]): the machine
+    /// opens and closes its clients' gates (see `fast`).
+    pub(crate) fast_path: bool,
+    /// The device entered running during the input under way: its gates open at its end.
+    pub(crate) gates_to_open: bool,
 }
 
 impl<const C: usize, const P: usize> Device<C, P> {
@@ -315,6 +321,8 @@ impl<const C: usize, const P: usize> Device<C, P> {
             ports: [Port::UNCONFIGURED; P],
             registry: Registry::new(),
             sleep_after_cycle: None,
+            fast_path: false,
+            gates_to_open: false,
         }
     }
 
@@ -341,7 +349,9 @@ impl<const C: usize, const P: usize> Device<C, P> {
                 phase.kind()
             );
         }
+        let was = self.phase.kind();
         self.phase = phase;
+        self.gate_follows_phase(cx, was); // fast path: close before any drain (I15)
         let settled = match phase.kind() {
             PhaseKind::Quiescing | PhaseKind::Executing | PhaseKind::Running => None,
             PhaseKind::Failed => Some(Status::HardwareFailed),
@@ -404,6 +414,9 @@ impl<const C: usize, const P: usize> Device<C, P> {
             Input::Unregister { client } => self.unregister(cx, client).map(Reply::Unregistered),
             Input::CallbackDone { client } => accepted(self.callback_done(cx, client)),
             Input::FenceDone { client } => accepted(self.fence_done(cx, client)),
+            Input::FastPathClosed { client, in_flight } => {
+                accepted(self.fast_path_closed(cx, client, in_flight))
+            }
             Input::AccessDone { client } => accepted(self.access_done(cx, client)),
             Input::CanRecover { client } => accepted(self.answer_reset(cx, client, false)),
             Input::CannotPause { client } => {
@@ -412,7 +425,11 @@ impl<const C: usize, const P: usize> Device<C, P> {
             Input::CanPause { client } => {
                 accepted(self.set_veto(client, ClientVeto::CannotPause, false))
             }
-            Input::AcquireInterface { client } => self.acquire(client).map(Reply::Interface),
+            Input::AcquireInterface { client } => {
+                let epoch = self.acquire(client)?;
+                self.gate_follows_client(cx, usize::from(client.slot)); // fast path: open
+                Ok(Reply::Interface(epoch))
+            }
             Input::ResetRequest { client } => {
                 self.registry.active(client)?;
                 self.request_reset(cx).map(Reply::Reset)
@@ -491,7 +508,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
             slot.state = ClientState::Revoked;
         }
         slot.mailbox.clear();
-        let fence = (slot.callback.is_some() || slot.ops > 0)
+        let fence = (slot.callback.is_some() || slot.ops_pending())
             && !slot.fence_requested
             && !planted!(NoFenceForStuckCallback);
         if fence {
@@ -505,6 +522,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
         if newly && tell && !fence {
             self.notify(cx, index, Event::Revoked);
         }
+        self.gate_follows_client(cx, index); // fast path: a revocation closes the gate
     }
 
     /// Tell every active client `event`.
@@ -1481,6 +1499,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
         };
         let client = Registry::<C>::handle(cx.device, index, slot);
         self.registry.mark(index, true);
+        self.gate_follows_client(cx, index); // fast path: open while running
         Ok(Reply::Registered {
             client,
             epoch: self.epoch,
@@ -1501,6 +1520,8 @@ impl<const C: usize, const P: usize> Device<C, P> {
         if slot.state == ClientState::Unregistered {
             return Ok(Unregistered::Already);
         }
+        self.close_gate(cx, index); // fast path: unregister closes the gate
+        let slot = self.registry.slot_mut(index).ok_or(Error::UnknownClient)?;
         let was_voting = slot.is_voting();
         // Rule: after unregister returns, nothing more is addressed to the client.
         if !planted!(NotifyAfterUnregister) {
@@ -1562,6 +1583,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
         slot.fence_requested = false;
         slot.callback = None;
         slot.ops = 0;
+        slot.gate = fast::Gate::Shut; // the fence covers the fast path too
         if slot.state == ClientState::Unregistered {
             self.free_slot(cx, index);
         }
@@ -1806,6 +1828,9 @@ impl<const C: usize, const P: usize> Device<C, P> {
                 consider(since.after(config.callback_timeout));
             }
         }
+        if let Some(at) = self.next_close_deadline(config) {
+            consider(at); // fast path: a close unanswered
+        }
         let unfenced_ops = self.registry.slots.iter().any(unfenced_ops);
         match self.phase {
             Phase::Quiescing {
@@ -1861,6 +1886,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
                 self.revoke(cx, index, true);
             }
         }
+        self.fence_overrunning_closes(cx); // fast path: a close unanswered in time (I9)
         match self.phase {
             Phase::Quiescing {
                 since, draining, ..
@@ -1912,6 +1938,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
             self.fail_on_timeout(cx);
         }
         self.progress(cx);
+        self.open_gates_when_settled(cx); // fast path
     }
 
     /// Revoke and fence every client with a hardware operation in flight that is not
@@ -1946,7 +1973,7 @@ enum ClientVeto {
 
 /// Whether a slot holds hardware operations no fence has been asked for yet.
 fn unfenced_ops(slot: &Slot) -> bool {
-    slot.ops > 0 && !slot.fence_requested
+    slot.ops_pending() && !slot.fence_requested
 }
 
 /// How long a voter of `kind` has to answer `RESET`.

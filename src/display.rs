@@ -104,6 +104,9 @@ impl Display for Error {
             Error::AlreadyCannotPause => f.write_str("the client already said it cannot pause"),
             Error::NotCannotPause => f.write_str("the client had not said it cannot pause"),
             Error::NoFenceRequested => f.write_str("no fence of this client was asked for"),
+            Error::FastPathNotClosing => {
+                f.write_str("no close of this client's fast-path gate is awaited")
+            }
             Error::ResetNotDelivered => {
                 f.write_str("RESET not delivered yet: return the client's previous callback first")
             }

@@ -59,6 +59,12 @@
 //!                 }
 //!                 // Cut a revoked client's path to the device, then report it.
 //!                 Output::Fence { client } => Some(Input::FenceDone { client }),
+//!                 // Only with `Lifecycle::with_fast_path`: open the client's gate, or
+//!                 // close it and report the operations still in flight on it.
+//!                 Output::FastPath { client, gate } => match gate {
+//!                     FastPathGate::Open { .. } => None,
+//!                     FastPathGate::Close => Some(Input::FastPathClosed { client, in_flight: 0 }),
+//!                 },
 //!                 // Command the hardware; report what it did.
 //!                 Output::Hardware { device, command } => match command {
 //!                     HardwareCommand::Start => {

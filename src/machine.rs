@@ -8,8 +8,11 @@ use crate::types::*;
 
 /// The most outputs one device input can produce with `clients` client slots, whatever the
 /// clients do: two a client (a notification or a fence, then `ClientGone`; a client has at
-/// most one callback in flight, so later events wait in its bounded mailbox), plus hardware
-/// commands, completions, cycle results and `DeviceRemoved`.
+/// most one callback in flight, so later events wait in its bounded mailbox; with the fast
+/// path on, a gate's open or close takes the place of the `ClientGone`: a slot is freed
+/// only once its gate is shut, and gates open only at the end of an input that left the
+/// device running, so no input both opens and closes one), plus hardware commands,
+/// completions, cycle results and `DeviceRemoved`.
 pub const fn outputs_per_device_input(clients: usize) -> usize {
     2 * clients + 8
 }
@@ -136,6 +139,19 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Lifecycle<D
         }
     }
 
+    /// This machine with the fast path on (DESIGN.md "Operations: the fast path", I15):
+    /// for an owner that admits clients' hardware operations itself while the machine
+    /// lets it (`ports/runtime`'s gate). The machine then tells the owner, per client, when
+    /// to open its gate and when to close it ([`Output::FastPath`]), and takes the close's
+    /// answer ([`Input::FastPathClosed`]). Without it no gate is ever opened and every
+    /// operation goes through [`Input::Access`].
+    pub fn with_fast_path(mut self) -> Self {
+        for device in self.devices.iter_mut() {
+            device.fast_path = true;
+        }
+        self
+    }
+
     /// Apply one input that happened at `now` on the owner's clock. On `Err` nothing
     /// changed and nothing was queued; on `Ok` the effects are queued for
     /// [`poll_output`](Self::poll_output). Every device input first meets the per-state
@@ -212,6 +228,7 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Lifecycle<D
         // reply again moved both through memory (a twentieth of a client input).
         let result = device.dispatch(&mut cx, input);
         if result.is_ok() {
+            device.open_gates_when_settled(&mut cx); // fast path: gates open once settled
             self.now = now;
             self.finish_unload_if_done();
         }
@@ -608,7 +625,7 @@ fn view(slot: &crate::registry::Slot) -> ClientView {
         state: slot.state,
         ports: slot.ports,
         callback_in_flight: slot.callback.is_some(),
-        operations_in_flight: slot.ops,
+        operations_in_flight: u8::try_from(slot.ops).unwrap_or(u8::MAX),
         waiting_events: u8::try_from(slot.mailbox.len()).unwrap_or(u8::MAX),
         fence_requested: slot.fence_requested,
     }

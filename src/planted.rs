@@ -46,6 +46,17 @@ pub enum Fault {
     OperationGrantedInDx,
     /// The power-up tells no client the device is back (I14).
     SuspendWithoutResume,
+    /// A fast-path gate is opened again while its close is not answered (I15).
+    GateReopenedWhileClosing,
+    /// A close's answer loses the operations it carried: the drain proceeds without them
+    /// (I15).
+    CloseDropsCarriedOperations,
+    /// A gate is opened for a client whose interface is of an older epoch (I15).
+    GateOpenedAtStaleEpoch,
+    /// A power-down closes no gate: the gate stays open into Dx (I15).
+    GateLeftOpenIntoDx,
+    /// A revoked client's gate is opened (I15).
+    GateOpenedForRevokedClient,
 }
 
 impl Fault {
@@ -67,6 +78,11 @@ impl Fault {
         Fault::HardwareCommandInDx,
         Fault::OperationGrantedInDx,
         Fault::SuspendWithoutResume,
+        Fault::GateReopenedWhileClosing,
+        Fault::CloseDropsCarriedOperations,
+        Fault::GateOpenedAtStaleEpoch,
+        Fault::GateLeftOpenIntoDx,
+        Fault::GateOpenedForRevokedClient,
     ];
 }
 

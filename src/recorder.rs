@@ -30,7 +30,7 @@
 //! [`Recorder::write_sequence_diagram`] draws it as a Mermaid sequence diagram, with the
 //! OS, the machine, each client and the hardware as lifelines.
 
-use crate::types::{ClientHandle, Config, Error, Event, Input, Output, Reply, Tick};
+use crate::types::{ClientHandle, Config, Error, Event, FastPathGate, Input, Output, Reply, Tick};
 use core::fmt::{self, Write};
 use heapless::{Deque, Vec};
 
@@ -441,6 +441,14 @@ fn write_output(
             write_device(w, device)
         }
         Output::UnloadMayFinish => w.write_str("UnloadMayFinish"),
+        Output::FastPath { client, gate } => {
+            w.write_str("FastPath ")?;
+            write_client_name(w, client, names)?;
+            match gate {
+                FastPathGate::Open { epoch } => write!(w, ": open, epoch {}", epoch.0),
+                FastPathGate::Close => w.write_str(": close"),
+            }
+        }
     }
 }
 

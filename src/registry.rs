@@ -1,11 +1,12 @@
 //! The fixed-capacity client registry of one device.
 
+use crate::device::fast::Gate;
 use crate::mailbox::Mailbox;
 use crate::types::{ClientHandle, ClientKind, DeviceId, Error, PortSet, Tick};
 
 /// Hardware operations one client may have in flight; one more is refused with
 /// [`Error::TooManyOperations`] (the client's own error, never a refusal of the OS).
-pub(crate) const OPS_PER_CLIENT: u8 = 16;
+pub(crate) const OPS_PER_CLIENT: u32 = 16;
 
 value_type! {
     /// A client's part in the reset cycle.
@@ -62,8 +63,12 @@ pub(crate) struct Slot {
     pub(crate) ports: PortSet,
     /// When the one callback in flight to this client was handed to the owner.
     pub(crate) callback: Option<Tick>,
-    /// Hardware operations granted and not reported done (at most [`OPS_PER_CLIENT`]).
-    pub(crate) ops: u8,
+    /// Hardware operations granted and not reported done: at most [`OPS_PER_CLIENT`]
+    /// granted by the machine, plus those a fast-path close carried over (a `u32`, as
+    /// [`crate::Input::FastPathClosed`] reports them).
+    pub(crate) ops: u32,
+    /// The client's fast-path gate, as the machine told the owner (see `device::fast`).
+    pub(crate) gate: Gate,
     /// The owner was asked to fence the client ([`crate::Output::Fence`]); only
     /// [`crate::Input::FenceDone`] ends the wait for what it has in flight.
     pub(crate) fence_requested: bool,
@@ -79,6 +84,7 @@ impl Slot {
         ports: PortSet::EMPTY,
         callback: None,
         ops: 0,
+        gate: Gate::Shut,
         fence_requested: false,
         mailbox: Mailbox::new(),
     };
@@ -86,7 +92,13 @@ impl Slot {
     /// Whether something of this client's is still in flight that removal must wait for:
     /// a callback, a hardware operation, or a fence the owner has not reported done.
     pub(crate) const fn in_flight(&self) -> bool {
-        self.callback.is_some() || self.ops > 0 || self.fence_requested
+        self.callback.is_some() || self.ops_pending() || self.fence_requested
+    }
+
+    /// Whether hardware operations of this client may be in flight: granted ones, or an
+    /// unknown count behind a fast-path gate whose close is not answered yet (I15).
+    pub(crate) const fn ops_pending(&self) -> bool {
+        self.ops > 0 || matches!(self.gate, Gate::Closing { .. })
     }
 
     /// Whether a client occupies the slot (any state but free).
@@ -251,7 +263,7 @@ impl<const C: usize> Registry<C> {
     /// Whether any hardware operation is in flight (a fenced one counts until the fence
     /// is reported done: the hardware is touched only after that).
     pub(crate) fn ops_in_flight(&self) -> bool {
-        self.occupied_slots().any(|s| s.ops > 0)
+        self.occupied_slots().any(Slot::ops_pending)
     }
 
     /// Whether every client has detached: only free and revoked slots, nothing in flight.

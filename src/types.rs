@@ -508,6 +508,23 @@ value_type! {
             /// What happened.
             result: PowerUpResult,
         },
+        /// The owner closed a client's fast-path gate as [`Output::FastPath`] with
+        /// [`FastPathGate::Close`] asked, and reports the operations that began on the fast
+        /// path and are still in flight. An owner obligation like [`Input::FenceDone`]: the
+        /// owner closes the gate under its lock and answers at once. From then on the
+        /// client's brackets go through the machine ([`Input::Access`]); the `in_flight`
+        /// operations count as granted by it, each ended by an [`Input::AccessDone`], and
+        /// a drain under way (stop, reset, power-down) waits for operations from this
+        /// input's `now` (a removal's deadline is at least `now` plus
+        /// [`Config::operation_timeout`]): never shorter than configured (I13). Refused with
+        /// [`Error::FastPathNotClosing`] (nothing changed) when no close of this client's
+        /// gate is awaited.
+        FastPathClosed {
+            /// The client whose gate was closed.
+            client: ClientHandle,
+            /// Operations that began on the fast path and have not ended.
+            in_flight: u32,
+        },
         /// The owner's timer fired: the `now` passed with it reached
         /// [`crate::Lifecycle::poll_timeout`]. Early or spurious timeouts do nothing.
         Timeout,
@@ -546,6 +563,7 @@ impl Input {
             Input::ReleaseHold { .. } => InputKind::ReleaseHold,
             Input::Access { .. } => InputKind::Access,
             Input::FenceDone { .. } => InputKind::FenceDone,
+            Input::FastPathClosed { .. } => InputKind::FastPathClosed,
             Input::AccessDone { .. } => InputKind::AccessDone,
             Input::CanRecover { .. } => InputKind::CanRecover,
             Input::CannotPause { .. } => InputKind::CannotPause,
@@ -602,6 +620,7 @@ impl Input {
             Input::Unregister { client }
             | Input::CallbackDone { client }
             | Input::FenceDone { client }
+            | Input::FastPathClosed { client, .. }
             | Input::AccessDone { client }
             | Input::CanRecover { client }
             | Input::CannotPause { client }
@@ -822,6 +841,20 @@ value_type! {
             /// The client.
             client: ClientHandle,
         },
+        /// Open or close a client's fast-path gate (DESIGN.md "Operations: the fast path",
+        /// I15). Only an owner built with [`crate::Lifecycle::with_fast_path`] is told this.
+        /// `Open { epoch }`: the owner may admit the client's hardware operations without
+        /// the machine, for this client handle and `epoch` only, counting them itself.
+        /// `Close`: the owner stops admitting them at once and answers
+        /// [`Input::FastPathClosed`] with how many are still in flight; until that answer
+        /// no stop, hardware reset, power-down or removal teardown is commanded, and an
+        /// answer missing [`Config::operation_timeout`] revokes and fences the client.
+        FastPath {
+            /// The client.
+            client: ClientHandle,
+            /// Open or close.
+            gate: FastPathGate,
+        },
         /// A client's slot is free: its registration is over and none of its callbacks is
         /// in flight (a blocking unregister may return).
         ClientGone {
@@ -845,6 +878,19 @@ value_type! {
         /// Driver unload may finish: no device, no client, no callback in flight. Emitted
         /// once; the machine answers nothing after it.
         UnloadMayFinish,
+    }
+}
+
+value_type! {
+    /// What [`Output::FastPath`] asks of a client's fast-path gate.
+    pub enum FastPathGate {
+        /// Admit the client's hardware operations at `epoch` without the machine.
+        Open {
+            /// The device epoch the gate is valid for (the client's interface epoch).
+            epoch: Epoch,
+        },
+        /// Stop admitting, then answer [`Input::FastPathClosed`].
+        Close,
     }
 }
 
@@ -1017,6 +1063,9 @@ value_type! {
         NotCannotPause,
         /// The owner was not asked to fence this client (or reported it already).
         NoFenceRequested,
+        /// [`Input::FastPathClosed`] for a client whose fast-path gate the machine is not
+        /// waiting to see closed (never asked, answered already, or fenced meanwhile).
+        FastPathNotClosing,
         /// The client answered a `RESET` it has not been called with yet: its previous
         /// callback has not returned, so the `RESET` still waits in its mailbox.
         ResetNotDelivered,

@@ -21,9 +21,9 @@ use pnp_lifecycle::{
     RequestToken, StartResult, Tick, TrustedTimeoutPolicy,
 };
 use pnp_lifecycle_testkit::explore::{
-    explore, explore_from, Bounds, Report, EXPLORER_PORTS, LANDMARKS,
+    explore, explore_from, Bounds, Report, EXPLORER_PORTS, FAST_PATH_LANDMARKS, LANDMARKS,
 };
-use pnp_lifecycle_testkit::{Pair, Small, World};
+use pnp_lifecycle_testkit::{FastSmall, Pair, Small, World};
 
 fn config(policy: TrustedTimeoutPolicy) -> Config {
     Config {
@@ -169,7 +169,10 @@ fn explore_two_devices_three_clients() {
     // The bound reaches full cycles, fences, revocations, deferred fatal errors folded
     // into a stop, removals and unload, and a hardware operation in flight racing a stop,
     // a reset, a removal and a revocation; recovery without a reset and the pause veto.
-    for (name, n) in LANDMARKS.iter().zip(report.reached) {
+    for (i, (name, n)) in LANDMARKS.iter().zip(report.reached).enumerate() {
+        if FAST_PATH_LANDMARKS.contains(&i) {
+            continue; // see `explore_fast_path`
+        }
         if *name == "unload finished" && bounds.max_depth < 5 {
             continue; // the one-device explorations reach it at this depth
         }
@@ -203,4 +206,66 @@ fn explore_one_device_revoke_policy() {
 #[test]
 fn explore_one_device_fail_device_policy() {
     one_device(TrustedTimeoutPolicy::FailDevice);
+}
+
+/// The fast path's gates (issue 21): one device started with the fast path on and one
+/// client whose gate is open; the owner answers every close with nothing or one operation
+/// in flight. The bound reaches a close carrying an operation, a close that overran its
+/// deadline and was fenced, and a gate reopened at the epoch after a reset.
+#[test]
+fn explore_fast_path() {
+    let t = Tick(0);
+    let device = DeviceId(0);
+    let prefix = vec![
+        (t, Input::AddDevice { device }),
+        (
+            t,
+            Input::ConfigurePort {
+                device,
+                port: PhysPort(0),
+                caps: EXPLORER_PORTS[0],
+            },
+        ),
+        (
+            t,
+            Input::Start {
+                device,
+                token: RequestToken(100),
+            },
+        ),
+        (
+            t,
+            Input::StartDone {
+                device,
+                result: StartResult::Started,
+            },
+        ),
+        (
+            t,
+            Input::Register {
+                device,
+                kind: ClientKind::Untrusted,
+            },
+        ),
+    ];
+    let bounds = Bounds {
+        max_depth: depth(6, 5),
+        max_epoch: 1,
+        max_generation: 1,
+        max_states: 3_000_000,
+        liveness_every: if full() { 3 } else { 11 },
+        compare_model: true,
+        wide_alphabet: false,
+        threads: threads(),
+    };
+    let world = World::<FastSmall>::new(config(TrustedTimeoutPolicy::Revoke), true);
+    let report = explore_from(world, &prefix, bounds);
+    check(&format!("fast path, 1 device, {bounds:?}"), &report);
+    for i in FAST_PATH_LANDMARKS {
+        assert!(
+            report.reached[i] > 0,
+            "the bound never reaches: {}: {report}",
+            LANDMARKS[i]
+        );
+    }
 }

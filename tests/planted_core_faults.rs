@@ -17,7 +17,9 @@ use pnp_lifecycle::{
 use pnp_lifecycle_testkit::explore::{explore_from, Bounds, Report, EXPLORER_PORTS};
 use pnp_lifecycle_testkit::fuzz_bodies::run_inputs;
 use pnp_lifecycle_testkit::rng::SplitMix;
-use pnp_lifecycle_testkit::{drive_to_quiescence, Check, Fuzz, Quiesce, Small, Sut, World};
+use pnp_lifecycle_testkit::{
+    drive_to_quiescence, Check, FastSmall, Fuzz, Quiesce, Small, Sut, World,
+};
 
 const CONFIG: Config = Config {
     untrusted_ack_timeout: 2,
@@ -346,9 +348,98 @@ fn a_suspend_without_resume_breaks_i14() {
     fuzz_finds(Fault::SuspendWithoutResume, &[Check::I14], 3000);
 }
 
-/// Every planted fault has a test above.
+/// Every planted fault has a test (the five fast-path gate faults below).
 #[test]
 fn every_planted_fault_is_covered() {
-    assert_eq!(Fault::ALL.len(), 16);
+    assert_eq!(Fault::ALL.len(), 21);
     let _ = Small::DEVICES;
+}
+
+// ---- the fast path's gates (issue 21) ----------------------------------------------------
+
+/// One device started with the fast path on; a trusted client bound to port 0 (its gate
+/// open) and, unless `one_client`, an untrusted one.
+fn fast_prefix(one_client: bool) -> Vec<(Tick, Input)> {
+    let mut inputs = prefix();
+    if one_client {
+        inputs.pop();
+    }
+    inputs
+}
+
+/// The explorer over [`FastSmall`] (the owner answers every close with nothing or one
+/// operation in flight), model off, must find `fault` as a violation of I15.
+fn explorer_finds_on_the_fast_path(fault: Fault, one_client: bool, expected: &[Check]) {
+    plant(fault);
+    let world = World::<FastSmall>::new(CONFIG, false);
+    let report = explore_from(world, &fast_prefix(one_client), SEARCH);
+    plant(Fault::None);
+    let (v, path) = report
+        .violation
+        .clone()
+        .unwrap_or_else(|| panic!("explorer missed planted fault {fault:?}: {report}"));
+    println!(
+        "{fault:?}: caught by the explorer on the fast path (model off) as {:?} after {} inputs ({} states, {} edges, {:.1} s): {}",
+        v.check,
+        path.len(),
+        report.states,
+        report.edges,
+        report.seconds,
+        v.detail
+    );
+    assert!(
+        expected.contains(&v.check),
+        "{fault:?} caught as {v} via {path:?}"
+    );
+}
+
+#[test]
+fn control_no_fault_on_the_fast_path() {
+    plant(Fault::None);
+    let world = World::<FastSmall>::new(CONFIG, false);
+    let report = explore_from(
+        world,
+        &fast_prefix(false),
+        Bounds {
+            max_depth: 4,
+            liveness_every: 5,
+            ..SEARCH
+        },
+    );
+    println!(
+        "control: fast path, no fault planted, the explorer (model off) finds nothing: {report}"
+    );
+    assert!(report.violation.is_none(), "{}", report);
+}
+
+#[test]
+fn a_gate_reopened_while_its_close_is_unanswered_breaks_i15() {
+    explorer_finds_on_the_fast_path(Fault::GateReopenedWhileClosing, false, &[Check::I15]);
+}
+
+#[test]
+fn a_close_that_drops_its_carried_operations_breaks_i15() {
+    // Caught at the answer by the owner's count against the machine's (Handles), or at
+    // the stop's shutdown with the carried operation still in flight (I15).
+    explorer_finds_on_the_fast_path(
+        Fault::CloseDropsCarriedOperations,
+        false,
+        &[Check::Handles, Check::I15],
+    );
+}
+
+#[test]
+fn a_gate_opened_at_a_stale_epoch_breaks_i15() {
+    // A reset cycle with one voter fits the search depth.
+    explorer_finds_on_the_fast_path(Fault::GateOpenedAtStaleEpoch, true, &[Check::I15]);
+}
+
+#[test]
+fn a_gate_left_open_into_dx_breaks_i15() {
+    explorer_finds_on_the_fast_path(Fault::GateLeftOpenIntoDx, false, &[Check::I15]);
+}
+
+#[test]
+fn a_revoked_clients_gate_left_open_breaks_i15() {
+    explorer_finds_on_the_fast_path(Fault::GateOpenedForRevokedClient, false, &[Check::I15]);
 }

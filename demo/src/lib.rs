@@ -98,6 +98,10 @@ impl Timeline {
             Output::DeviceFailed { cause, .. } => format!("DEVICE FAILED: {cause:?}"),
             Output::DeviceRemoved { .. } => "device removed".to_string(),
             Output::UnloadMayFinish => "UNLOAD MAY FINISH".to_string(),
+            // The demo's machine runs no fast path: never emitted.
+            Output::FastPath { client, gate } => {
+                format!("fast path {} {gate:?}", self.name(client))
+            }
         }
     }
 

@@ -105,6 +105,13 @@ pub enum Check {
     /// `DeviceStarted`), `Removed` or `Revoked`. Also: a system sleep is never woken by
     /// an access, and a power-down requested during a reset cycle waits for it.
     I14,
+    /// I15: a fast-path gate is opened only for a registered, unrevoked, unfenced client
+    /// holding the interface of the device's current epoch, in D0, never after surprise
+    /// removal or once removal began, and never while its close is unanswered; no stop,
+    /// hardware reset, power-down or removal teardown is commanded while any client's
+    /// gate is open or its close unanswered (operations a close carried count as
+    /// operations in flight, I12).
+    I15,
     /// At most one callback in flight per client.
     OneCallback,
     /// A revoked client with a callback in flight is fenced (and only such a client).
@@ -209,6 +216,13 @@ pub struct ClientBook {
     /// Owed a `Recovered` of a cycle that ended without a reset at this epoch, not yet
     /// delivered (it waits behind the client's callback in flight).
     pub recovery_owed: Option<Epoch>,
+    /// Its fast-path gate was opened and no close was asked since (I15).
+    pub gate_open: bool,
+    /// A close of its gate was asked at this `now` and not answered (nor fenced) yet.
+    pub gate_closing: Option<Tick>,
+    /// When a close's answer last carried operations into `ops`: their deadline counts
+    /// from here (I13).
+    pub carried_at: Option<Tick>,
 }
 
 impl ClientBook {
@@ -243,6 +257,9 @@ pub struct DeviceBook {
     pub cycle_since: Option<Tick>,
     /// When the removal under way began (the detach deadline counts from here).
     pub removal_since: Option<Tick>,
+    /// A fast-path close answered during the removal carried operations: the removal's
+    /// deadline is at least this (their operation timeout from the answer, I13).
+    pub removal_floor: Option<Tick>,
     /// A fatal error answered `Deferred` and not yet answered again.
     pub fatal_deferred: bool,
     /// When the stop or the hardware reset under way began waiting for hardware operations
@@ -510,19 +527,28 @@ impl Oracle {
                 && d.removal_since
                     .is_some_and(|t| now >= t.after(config.detach_timeout));
             // An operation holder: the stop's or reset's wait, or the detach deadline.
-            let holds_ops = c.ops > 0 && !c.fence_pending;
+            // A gate whose close is unanswered holds operations of unknown count.
+            let holds_ops = (c.ops > 0 || c.gate_closing.is_some()) && !c.fence_pending;
             let pb = before.phase(h.device);
+            // A close unanswered for the operation timeout (I15, I9).
+            let by_close = c
+                .gate_closing
+                .is_some_and(|t| now >= t.after(config.operation_timeout));
+            // Operations a close carried during a wait count from its answer (I13): a
+            // drain's wait restarts there (`drain_since`), a removal's has a floor.
             let by_operation = holds_ops
                 && match pb {
                     Some(PhaseKind::Stopping | PhaseKind::Quiescing | PhaseKind::PoweringDown) => d
                         .drain_since
                         .is_some_and(|t| now >= t.after(config.operation_timeout)),
-                    Some(PhaseKind::Removing) => d
-                        .removal_since
-                        .is_some_and(|t| now >= t.after(config.detach_timeout)),
+                    Some(PhaseKind::Removing) => {
+                        d.removal_since
+                            .is_some_and(|t| now >= t.after(config.detach_timeout))
+                            && d.removal_floor.is_none_or(|f| now >= f)
+                    }
                     _ => false,
                 };
-            if !(by_callback || by_ack || by_detach || by_operation) {
+            if !(by_callback || by_ack || by_detach || by_operation || by_close) {
                 fail!(
                     I13,
                     "{:?} revoked at {:?} before any deadline: callback since {:?} (+{}), \
@@ -755,6 +781,71 @@ impl Oracle {
         self.devices.get(usize::from(d.0))
     }
 
+    /// I15: an [`Output::FastPath`].
+    fn fast_path(
+        &mut self,
+        now: Tick,
+        client: ClientHandle,
+        gate: pnp_lifecycle::FastPathGate,
+        current: Option<Epoch>,
+    ) -> Result<(), Violation> {
+        let d = self.dev(client.device).cloned().unwrap_or_default();
+        let Some(c) = self.client_mut(client) else {
+            fail!(
+                I15,
+                "fast-path gate {:?} of never-issued {:?}",
+                gate,
+                client
+            );
+        };
+        match gate {
+            pnp_lifecycle::FastPathGate::Open { epoch } => {
+                if c.gate_open || c.gate_closing.is_some() {
+                    fail!(
+                        I15,
+                        "gate of {:?} opened while open or its close (asked at {:?}) is \
+                         unanswered",
+                        client,
+                        c.gate_closing
+                    );
+                }
+                if !c.addressable() || c.cut || c.fenced {
+                    fail!(
+                        I15,
+                        "gate opened for {:?}, which is gone, revoked or fenced",
+                        client
+                    );
+                }
+                if Some(epoch) != current || c.interface != Some(epoch) {
+                    fail!(
+                        I15,
+                        "gate of {:?} opened at {:?}; device at {:?}, client's interface {:?}",
+                        client,
+                        epoch,
+                        current,
+                        c.interface
+                    );
+                }
+                if d.low_power || d.power_down_in_flight || d.surprise || d.removal_requested {
+                    fail!(
+                        I15,
+                        "gate of {:?} opened in Dx, after surprise removal or once removal began",
+                        client
+                    );
+                }
+                c.gate_open = true;
+            }
+            pnp_lifecycle::FastPathGate::Close => {
+                if !c.gate_open {
+                    fail!(I15, "close of {:?}'s gate, which is not open", client);
+                }
+                c.gate_open = false;
+                c.gate_closing = Some(now);
+            }
+        }
+        Ok(())
+    }
+
     fn dev_mut(&mut self, d: DeviceId) -> Result<&mut DeviceBook, Violation> {
         match self.devices.get_mut(usize::from(d.0)) {
             Some(b) => Ok(b),
@@ -779,7 +870,9 @@ impl Oracle {
             let d = DeviceId(i as u8);
             let (pb, pa) = (before.phase(d), after.phase(d));
             if pa == Some(PhaseKind::Removing) && pb != Some(PhaseKind::Removing) {
-                self.dev_mut(d)?.removal_since = Some(now);
+                let b = self.dev_mut(d)?;
+                b.removal_since = Some(now);
+                b.removal_floor = None;
             }
             let requested = input.device() == Some(d)
                 && matches!(
@@ -1014,13 +1107,48 @@ impl Oracle {
                     c.fence_pending = false;
                     c.callback = None;
                     c.ops = 0;
+                    c.gate_closing = None; // the fence covers the fast path
+                    c.carried_at = None;
                 }
                 _ => fail!(Fence, "FenceDone accepted for {:?}, no fence asked", client),
             },
+            Input::FastPathClosed { client, in_flight } => {
+                match self.client_mut(client) {
+                    Some(c) if c.gate_closing.is_some() => {
+                        c.gate_closing = None;
+                        c.ops += in_flight;
+                        if in_flight > 0 {
+                            c.carried_at = Some(now);
+                        }
+                    }
+                    _ => fail!(
+                        I15,
+                        "FastPathClosed accepted for {:?}, no close asked",
+                        client
+                    ),
+                }
+                if in_flight > 0 {
+                    // The drain under way waits for operations from this answer (I13).
+                    let floor = now.after(before.config().operation_timeout);
+                    let removing = before.phase(client.device) == Some(PhaseKind::Removing);
+                    let b = self.dev_mut(client.device)?;
+                    if b.drain_since.is_some() {
+                        b.drain_since = Some(now);
+                    }
+                    if removing {
+                        b.removal_floor = Some(b.removal_floor.map_or(floor, |f| f.max(floor)));
+                    }
+                }
+            }
             Input::AccessDone { client } => match self.client_mut(client) {
                 // Ignored until the fence is reported.
                 Some(c) if c.fence_pending => {}
-                Some(c) if c.ops > 0 && !c.gone => c.ops -= 1,
+                Some(c) if c.ops > 0 && !c.gone => {
+                    c.ops -= 1;
+                    if c.ops == 0 {
+                        c.carried_at = None;
+                    }
+                }
                 _ => fail!(
                     Handles,
                     "AccessDone accepted for {:?} with no operation out",
@@ -1316,6 +1444,9 @@ impl Oracle {
         match *o {
             // Checked with the device's state change (`Check::Failure`).
             Output::DeviceFailed { .. } => {}
+            Output::FastPath { client, gate } => {
+                self.fast_path(now, client, gate, after.epoch(client.device))?
+            }
             Output::Notify { client, event } => {
                 let Some(c) = self.client_mut(client) else {
                     fail!(I1, "notification {:?} to never-issued {:?}", event, client);
@@ -1470,7 +1601,7 @@ impl Oracle {
                 if c.gone || c.fence_pending || c.fenced {
                     fail!(Fence, "fence for {:?} asked twice or after it left", client);
                 }
-                if c.callback.is_none() && c.ops == 0 {
+                if c.callback.is_none() && c.ops == 0 && c.gate_closing.is_none() {
                     fail!(Fence, "fence for {:?}, which has nothing in flight", client);
                 }
                 c.fenced = true;
@@ -1584,8 +1715,43 @@ impl Oracle {
                     b.low_power = false;
                     b.sleep = false;
                 }
+                // I15: no command but a start while a gate is open or its close unanswered.
+                if command != HardwareCommand::Start {
+                    if let Some((h, c)) = b
+                        .clients
+                        .iter()
+                        .find(|(_, c)| c.gate_open || c.gate_closing.is_some())
+                    {
+                        fail!(
+                            I15,
+                            "{:?} of {:?} while client {:?}'s fast-path gate is open ({}) or \
+                             its close unanswered (since {:?})",
+                            command,
+                            device,
+                            h,
+                            c.gate_open,
+                            c.gate_closing
+                        );
+                    }
+                }
                 // I12 (after the command's own checks, so a reset with a voter left is I3): the hardware is touched only once every operation is done or fenced.
                 if command != HardwareCommand::Start {
+                    if let Some((h, c)) = b
+                        .clients
+                        .iter()
+                        .find(|(_, c)| c.ops > 0 && c.carried_at.is_some())
+                    {
+                        fail!(
+                            I15,
+                            "{:?} of {:?} while client {:?} has {} hardware operations in \
+                             flight, some carried by a fast-path close (fence asked: {})",
+                            command,
+                            device,
+                            h,
+                            c.ops,
+                            c.fence_pending
+                        );
+                    }
                     if let Some((h, c)) = b.clients.iter().find(|(_, c)| c.ops > 0) {
                         fail!(
                             I12,
@@ -1697,6 +1863,13 @@ impl Oracle {
                 if c.gone {
                     fail!(Handles, "ClientGone twice for {:?}", client);
                 }
+                if c.gate_open || c.gate_closing.is_some() {
+                    fail!(
+                        I15,
+                        "ClientGone for {:?} with its fast-path gate not closed",
+                        client
+                    );
+                }
                 if c.callback.is_some() || c.fence_pending {
                     fail!(
                         Handles,
@@ -1801,6 +1974,14 @@ impl Oracle {
         books: &[DeviceBook],
     ) -> Result<(), Violation> {
         let config = after.config();
+        // I15: a revocation closes the client's gate (or a fence covers it).
+        if let Some((h, _)) = self.handles().find(|(_, c)| c.cut && c.gate_open) {
+            fail!(
+                I15,
+                "{:?} was revoked but its fast-path gate is left open",
+                h
+            );
+        }
         for i in 0..S::DEVICES {
             let device = DeviceId(i as u8);
             let (pb, pa) = (before.phase(device), after.phase(device));
@@ -2035,6 +2216,19 @@ impl Oracle {
                             );
                         }
                     }
+                    // A close unanswered has a deadline (I9, I15).
+                    if let (Some(t), false) = (c.gate_closing, c.fence_pending) {
+                        if !covers(t.after(config.operation_timeout)) {
+                            fail!(
+                                I9,
+                                "the close of {:?}'s gate since {:?}: its deadline is not in \
+                                 poll_timeout {:?}",
+                                h,
+                                t,
+                                deadline
+                            );
+                        }
+                    }
                     // An operation a stop, reset or teardown waits for has a deadline.
                     if c.ops > 0 && !c.fence_pending {
                         let wait = match phase {
@@ -2051,8 +2245,12 @@ impl Oracle {
                         } else {
                             config.operation_timeout
                         };
+                        let floor = match phase {
+                            Some(PhaseKind::Removing) => b.removal_floor.unwrap_or(Tick(0)),
+                            _ => Tick(0),
+                        };
                         if let Some(t) = wait {
-                            if !covers(t.after(timeout)) {
+                            if !covers(t.after(timeout).max(floor)) {
                                 fail!(
                                     I9,
                                     "{:?} holds {} operations a wait since {:?} needs gone; \
@@ -2077,7 +2275,8 @@ impl Oracle {
                     if let (ClientState::Removed, Some(PhaseKind::Removing), Some(t)) =
                         (v.state, phase, b.removal_since)
                     {
-                        if !covers(t.after(config.detach_timeout)) {
+                        let floor = b.removal_floor.unwrap_or(Tick(0));
+                        if !covers(t.after(config.detach_timeout).max(floor)) {
                             fail!(
                                 I9,
                                 "{:?} must detach by {:?}, not in poll_timeout {:?}",

@@ -26,6 +26,9 @@ pub trait Sut: Clone + Eq + Hash + Debug {
     const DEVICE_INPUT_OUTPUTS: usize;
     /// The documented bound on outputs of a tick or an unload.
     const DRIVER_INPUT_OUTPUTS: usize;
+    /// Whether the machine runs the fast path ([`Lifecycle::with_fast_path`]): its owner
+    /// answers every gate close ([`Input::FastPathClosed`]).
+    const FAST_PATH: bool = false;
 
     /// A fresh machine.
     fn create(config: Config) -> Self;

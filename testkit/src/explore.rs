@@ -108,7 +108,7 @@ pub struct Report {
 
 /// What the explorer counts edges for, to show what its bound reaches: outputs, and
 /// hardware operations in flight racing a stop, a reset, a removal and a revocation.
-pub const LANDMARKS: [&str; 17] = [
+pub const LANDMARKS: [&str; 20] = [
     "cycle completed",
     "fence",
     "revoked",
@@ -126,7 +126,13 @@ pub const LANDMARKS: [&str; 17] = [
     "lost-state power-up",
     "access woke an idle device",
     "reset served after a power-up",
+    "fast-path close answered with an operation in flight",
+    "fast-path close overran and was fenced",
+    "fast-path gate reopened at a new epoch",
 ];
+
+/// The landmarks only a fast-path machine ([`crate::sut::FastPath`]) reaches.
+pub const FAST_PATH_LANDMARKS: std::ops::Range<usize> = 17..20;
 
 fn landmarks<S: Sut>(
     before: &World<S>,
@@ -182,6 +188,18 @@ fn landmarks<S: Sut>(
     ) {
         reached[11] += 1;
     }
+    if matches!(
+        (input, &step.result),
+        (Input::FastPathClosed { in_flight: 1.., .. }, Ok(_))
+    ) {
+        reached[17] += 1;
+    }
+    let closing = |c: ClientHandle| {
+        before
+            .oracle
+            .client(c)
+            .is_some_and(|b| b.gate_closing.is_some())
+    };
     for o in &step.outputs {
         let i = match o {
             Output::Hardware {
@@ -190,6 +208,11 @@ fn landmarks<S: Sut>(
             } if ended_an_op => 7,
             Output::DeviceRemoved { .. } if ended_an_op => 8,
             Output::Fence { client } if ops_of(*client) > 0 => 9,
+            Output::Fence { client } if *input == Input::Timeout && closing(*client) => 18,
+            Output::FastPath {
+                gate: pnp_lifecycle::FastPathGate::Open { epoch },
+                ..
+            } if epoch.0 > 0 => 19,
             Output::ResetCycleFinished {
                 outcome: CycleOutcome::Recovered(_),
                 ..
@@ -447,6 +470,12 @@ pub fn alphabet<S: Sut>(world: &World<S>, wide: bool) -> Vec<(Tick, Input)> {
         }
         if book.callback.is_some() {
             v.push(Input::CallbackDone { client });
+        }
+        if book.gate_closing.is_some() {
+            // The owner answers a close with nothing or one operation in flight.
+            for in_flight in [0, 1] {
+                v.push(Input::FastPathClosed { client, in_flight });
+            }
         }
         if book.ops > 0 && !book.fence_pending {
             v.push(Input::AccessDone { client });

@@ -381,8 +381,17 @@ impl Generator {
             84..=89 => Input::Timeout,
             90..=93 => self.driven(u, world)?,
             94..=96 => {
+                // With the fast path on, the owner answers a close (an owner obligation
+                // like a fence) with a few operations in flight. Draws nothing when no
+                // close is out, so a machine without the fast path sees the same inputs.
+                let closes = world.closes_out();
                 let out = world.fences_out();
-                if !out.is_empty() && !u.ratio(1, 8)? {
+                if !closes.is_empty() && u.arbitrary()? {
+                    Input::FastPathClosed {
+                        client: *u.choose(&closes)?,
+                        in_flight: u.int_in_range(0..=2)?,
+                    }
+                } else if !out.is_empty() && !u.ratio(1, 8)? {
                     Input::FenceDone {
                         client: *u.choose(&out)?,
                     }

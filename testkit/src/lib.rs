@@ -44,5 +44,5 @@ pub mod windows_port;
 pub mod world;
 
 pub use oracle::{Check, Oracle, Violation};
-pub use sut::{Fuzz, Pair, Small, Sut};
+pub use sut::{FastPath, FastSmall, Fuzz, Pair, Small, Sut};
 pub use world::{drive_to_quiescence, Quiesce, World};

@@ -25,14 +25,25 @@
 use pnp_lifecycle::table::{Disposition, TABLE};
 use pnp_lifecycle::{
     Access, BindingCaps, ClientHandle, ClientKind, ClientState, ClientView, Config, CycleOutcome,
-    DeviceId, DriverPhase, Epoch, Error, Event, FailureCause, FatalAnswer, HardwareCommand, Input,
-    InputKind, LinkState, Output, PhaseKind, PhysPort, PortCaps, PortSet, PowerDownKind,
-    PowerUpResult, Reply, RequestToken, ResetAnswer, ResetResult, Role, StartResult, Status, Tick,
-    TrustedTimeoutPolicy, Unregistered, VetoReason,
+    DeviceId, DriverPhase, Epoch, Error, Event, FailureCause, FastPathGate, FatalAnswer,
+    HardwareCommand, Input, InputKind, LinkState, Output, PhaseKind, PhysPort, PortCaps, PortSet,
+    PowerDownKind, PowerUpResult, Reply, RequestToken, ResetAnswer, ResetResult, Role, StartResult,
+    Status, Tick, TrustedTimeoutPolicy, Unregistered, VetoReason,
 };
 
 /// Hardware operations one client may have in flight (the core documents 16).
-const OPS_PER_CLIENT: u8 = 16;
+const OPS_PER_CLIENT: u32 = 16;
+
+/// A client's fast-path gate as the model told the owner (DESIGN.md "Operations: the fast
+/// path", read here as a state at the end of every input: open exactly while the device is
+/// running and the client live, unfenced and at the current epoch).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Gate {
+    Shut,
+    Open,
+    /// Close asked at this tick, answer awaited: operations of unknown number.
+    Closing(u64),
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum Undo {
@@ -185,11 +196,13 @@ struct Cl {
     ports: PortSet,
     /// When the callback in flight was made, if one is.
     cb: Option<u64>,
-    /// Hardware operations granted and not reported done (nor fenced).
-    ops: u8,
+    /// Hardware operations granted and not reported done (nor fenced), with those a
+    /// fast-path close carried.
+    ops: u32,
     /// The owner was asked to fence the client and has not reported it done.
     fence: bool,
     mbox: Mbox,
+    gate: Gate,
 }
 
 /// The events waiting for a client whose callback is in flight.
@@ -269,6 +282,7 @@ impl Cl {
             ops: 0,
             fence: false,
             mbox: Mbox::default(),
+            gate: Gate::Shut,
         }
     }
 }
@@ -281,6 +295,8 @@ struct Dev {
     epoch: u32,
     ports: Vec<Option<(PortCaps, LinkState)>>,
     cls: Vec<Cl>,
+    /// The owner runs the fast path: gates open and close.
+    fast: bool,
 }
 
 /// The reference model of a whole driver: `devices` devices of `clients` client slots and
@@ -297,6 +313,14 @@ pub struct Model {
 // allocations, so `Model::handle`'s copy-then-commit (a refused input changes nothing)
 // costs no allocation a step (it was a tenth of a `core_inputs` fuzz step, with its
 // frees). Every field is copied, as a derived `Clone` would.
+impl Cl {
+    /// Hardware operations may be in flight: granted, carried by a close, or behind a gate
+    /// that is open or closing (an open gate counts until the model's end-of-input close).
+    fn owes_ops(&self) -> bool {
+        self.ops > 0 || self.gate != Gate::Shut
+    }
+}
+
 impl Clone for Mbox {
     fn clone(&self) -> Self {
         Mbox {
@@ -333,6 +357,7 @@ impl Clone for Cl {
             ops,
             fence,
             mbox,
+            gate,
         } = source;
         self.generation = *generation;
         self.reg = *reg;
@@ -346,6 +371,7 @@ impl Clone for Cl {
         self.ops = *ops;
         self.fence = *fence;
         self.mbox.clone_from(mbox);
+        self.gate = *gate;
     }
 }
 
@@ -357,6 +383,7 @@ impl Clone for Dev {
             epoch: self.epoch,
             ports: self.ports.clone(),
             cls: self.cls.clone(),
+            fast: self.fast,
         }
     }
     fn clone_from(&mut self, source: &Self) {
@@ -365,6 +392,7 @@ impl Clone for Dev {
         self.epoch = source.epoch;
         self.ports.clone_from(&source.ports);
         self.cls.clone_from(&source.cls);
+        self.fast = source.fast;
     }
 }
 
@@ -402,6 +430,7 @@ impl Model {
             epoch: 0,
             ports: vec![None; ports],
             cls: vec![Cl::free(0); clients],
+            fast: false,
         };
         Model {
             config,
@@ -409,6 +438,15 @@ impl Model {
             driver: DriverPhase::Loaded,
             devs: vec![dev; devices],
         }
+    }
+
+    /// The same model for an owner that runs the fast path (the core's
+    /// `Lifecycle::with_fast_path`).
+    pub fn with_fast_path(mut self) -> Model {
+        for d in &mut self.devs {
+            d.fast = true;
+        }
+        self
     }
 
     /// The model's device state kind.
@@ -479,7 +517,7 @@ impl Model {
                     state,
                     ports: c.ports,
                     callback_in_flight: c.cb.is_some(),
-                    operations_in_flight: c.ops,
+                    operations_in_flight: u8::try_from(c.ops).unwrap_or(u8::MAX),
                     waiting_events: c.mbox.len() as u8,
                     fence_requested: c.fence,
                 },
@@ -500,9 +538,15 @@ impl Model {
                     best = Some(best.map_or(t, |b| b.min(t)));
                 }
             }
-            let unfenced_ops = d.cls.iter().any(|c| c.ops > 0 && !c.fence);
+            let unfenced_ops = d.cls.iter().any(|c| c.owes_ops() && !c.fence);
             let op_deadline = |from: u64| from.saturating_add(self.config.operation_timeout);
             let mut ts: Vec<u64> = Vec::new();
+            // A close unanswered has the operation timeout.
+            for c in d.cls.iter().filter(|c| !c.fence) {
+                if let Gate::Closing(since) = c.gate {
+                    ts.push(op_deadline(since));
+                }
+            }
             match d.st {
                 St::Quiescing {
                     since, draining, ..
@@ -812,12 +856,19 @@ impl Dev {
         if self.cls[i].reg == Reg::Live && self.cls[i].role == Role::Voting {
             self.reset_is_needed();
         }
+        // An open gate the rule no longer wants is closing: operations of unknown number.
+        let gate_owes = match self.cls[i].gate {
+            Gate::Shut => false,
+            Gate::Open => !self.wants_open(&self.cls[i]),
+            Gate::Closing(_) => true,
+        };
         let newly = matches!(self.cls[i].reg, Reg::Live | Reg::Removed);
         if newly {
             self.cls[i].reg = Reg::Revoked;
         }
         self.cls[i].mbox = Mbox::default();
-        let fence = (self.cls[i].cb.is_some() || self.cls[i].ops > 0) && !self.cls[i].fence;
+        let fence =
+            (self.cls[i].cb.is_some() || self.cls[i].ops > 0 || gate_owes) && !self.cls[i].fence;
         if fence {
             self.cls[i].fence = true;
             let client = self.handle_of(cx.d, i);
@@ -828,9 +879,35 @@ impl Dev {
         }
     }
 
-    /// Whether the device waits on nothing of this client.
+    /// Whether the device waits on nothing of this client (its gate shut too).
     fn settled(c: &Cl) -> bool {
-        c.cb.is_none() && !c.fence && c.ops == 0
+        c.cb.is_none() && !c.fence && !c.owes_ops()
+    }
+
+    /// The fast-path rule: a gate is open exactly while the device runs (D0, nothing to
+    /// drain) and the client is live, unfenced, and holds the current epoch's interface.
+    fn wants_open(&self, c: &Cl) -> bool {
+        self.fast && self.st == St::Running && c.reg == Reg::Live && c.fresh && !c.fence
+    }
+
+    /// At the end of every input: tell the owner which gates to open and close.
+    fn settle_gates(&mut self, cx: &mut Cx<'_>) {
+        for i in 0..self.cls.len() {
+            let wanted = self.wants_open(&self.cls[i]);
+            let gate = match (self.cls[i].gate, wanted) {
+                (Gate::Shut, true) => FastPathGate::Open {
+                    epoch: Epoch(self.epoch),
+                },
+                (Gate::Open, false) => FastPathGate::Close,
+                _ => continue,
+            };
+            self.cls[i].gate = match gate {
+                FastPathGate::Close => Gate::Closing(cx.now),
+                FastPathGate::Open { .. } => Gate::Open,
+            };
+            let client = self.handle_of(cx.d, i);
+            cx.out.push(Output::FastPath { client, gate });
+        }
     }
 
     fn reset_is_needed(&mut self) {
@@ -841,7 +918,7 @@ impl Dev {
 
     /// Whether any hardware operation is in flight (a fenced one until `FenceDone`).
     fn ops_out(&self) -> bool {
-        self.cls.iter().any(|c| c.ops > 0)
+        self.cls.iter().any(Cl::owes_ops)
     }
 
     /// Something in flight finished or was fenced: a stop, reset or removal may go on.
@@ -1132,6 +1209,42 @@ impl Dev {
                 self.progress(cx);
                 ok
             }
+            Input::FastPathClosed { client, in_flight } => {
+                let i = current_index(self, client)?;
+                if !matches!(self.cls[i].gate, Gate::Closing(_)) {
+                    return Err(Error::FastPathNotClosing);
+                }
+                self.cls[i].gate = Gate::Shut;
+                self.cls[i].ops = self.cls[i].ops.saturating_add(in_flight);
+                if in_flight > 0 {
+                    // The drain under way waits for operations from this answer.
+                    let now = cx.now;
+                    let later = now.saturating_add(cx.config.operation_timeout);
+                    match &mut self.st {
+                        St::Stopping { since, .. }
+                        | St::PoweringDown {
+                            since,
+                            commanded: false,
+                            ..
+                        } => *since = now,
+                        St::Quiescing {
+                            draining: Some(from),
+                            ..
+                        } => *from = now,
+                        St::Removing { deadline, .. } => *deadline = (*deadline).max(later),
+                        _ => {}
+                    }
+                }
+                let c = &self.cls[i];
+                if c.reg == Reg::Revoked && c.ops > 0 && !c.fence {
+                    self.revoke(cx, i, false);
+                }
+                if self.cls[i].reg == Reg::Leaving && Dev::settled(&self.cls[i]) {
+                    self.release_slot(cx, i);
+                }
+                self.progress(cx);
+                ok
+            }
             Input::FenceDone { client } => {
                 let i = current_index(self, client)?;
                 if !self.cls[i].fence {
@@ -1140,6 +1253,7 @@ impl Dev {
                 self.cls[i].fence = false;
                 self.cls[i].cb = None;
                 self.cls[i].ops = 0;
+                self.cls[i].gate = Gate::Shut; // the fence covers the fast path
                 if self.cls[i].reg == Reg::Leaving {
                     self.release_slot(cx, i);
                 }
@@ -1380,7 +1494,7 @@ impl Dev {
             ..
         } = &mut self.st
         {
-            if self.cls.iter().any(|c| c.ops > 0) {
+            if self.cls.iter().any(Cl::owes_ops) {
                 return;
             }
             *commanded = true;
@@ -1512,6 +1626,11 @@ impl Dev {
     /// After every input: a system sleep asked for during a reset cycle begins once the
     /// cycle left the device running, or completes if it ended anywhere else.
     fn after(&mut self, cx: &mut Cx<'_>) {
+        self.sleep_after(cx);
+        self.settle_gates(cx);
+    }
+
+    fn sleep_after(&mut self, cx: &mut Cx<'_>) {
         let Some(token) = self.sleep else { return };
         match self.st {
             St::Quiescing { .. } | St::Executing(_) => {}
@@ -2108,6 +2227,15 @@ impl Dev {
                 self.revoke(cx, i, true);
             }
         }
+        // A close unanswered for the operation timeout: revoked and fenced.
+        for i in 0..self.cls.len() {
+            let c = &self.cls[i];
+            if let (Gate::Closing(since), false) = (c.gate, c.fence) {
+                if now >= since.saturating_add(cx.config.operation_timeout) {
+                    self.revoke(cx, i, true);
+                }
+            }
+        }
         match self.st {
             St::Quiescing {
                 since, draining, ..
@@ -2153,7 +2281,7 @@ impl Dev {
                 // still in flight is fenced before the teardown.
                 for i in 0..self.cls.len() {
                     let c = &self.cls[i];
-                    if c.reg == Reg::Removed || (c.ops > 0 && !c.fence) {
+                    if c.reg == Reg::Removed || (c.owes_ops() && !c.fence) {
                         self.revoke(cx, i, false);
                     }
                 }
@@ -2175,7 +2303,7 @@ impl Dev {
     /// Revoke and fence every client with an operation in flight not fenced yet.
     fn fence_ops(&mut self, cx: &mut Cx<'_>) {
         for i in 0..self.cls.len() {
-            if self.cls[i].ops > 0 && !self.cls[i].fence {
+            if self.cls[i].owes_ops() && !self.cls[i].fence {
                 self.revoke(cx, i, true);
             }
         }

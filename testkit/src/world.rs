@@ -11,6 +11,16 @@ use pnp_lifecycle::{
     PowerUpResult, Reply, ResetResult, StartResult, Tick,
 };
 
+/// The reference model for a machine like `S` (with the fast path if `S` runs it).
+fn model_for<S: Sut>(config: Config) -> Model {
+    let model = Model::new(S::DEVICES, S::CLIENTS, S::PORTS, config);
+    if S::FAST_PATH {
+        model.with_fast_path()
+    } else {
+        model
+    }
+}
+
 /// One step's result as the owner saw it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Step {
@@ -39,7 +49,7 @@ impl<S: Sut> World<S> {
         World {
             sut: S::create(config),
             oracle: Oracle::new(S::DEVICES),
-            model: with_model.then(|| Model::new(S::DEVICES, S::CLIENTS, S::PORTS, config)),
+            model: with_model.then(|| model_for::<S>(config)),
             clock: Tick(0),
         }
     }
@@ -50,7 +60,7 @@ impl<S: Sut> World<S> {
         World {
             sut,
             oracle: Oracle::new(S::DEVICES),
-            model: with_model.then(|| Model::new(S::DEVICES, S::CLIENTS, S::PORTS, config)),
+            model: with_model.then(|| model_for::<S>(config)),
             clock: Tick(0),
         }
     }
@@ -121,6 +131,15 @@ impl<S: Sut> World<S> {
         self.oracle
             .handles()
             .filter(|(_, c)| c.ops > 0 && !c.fence_pending)
+            .map(|(h, _)| h)
+            .collect()
+    }
+
+    /// Clients whose fast-path gate the machine asked to close, unanswered (issue 21).
+    pub fn closes_out(&self) -> Vec<ClientHandle> {
+        self.oracle
+            .handles()
+            .filter(|(_, c)| c.gate_closing.is_some())
             .map(|(h, _)| h)
             .collect()
     }
@@ -332,6 +351,12 @@ fn next_duty<S: Sut>(
         if let Some((client, _)) = world.callbacks_out().first() {
             return Ok((clock, Input::CallbackDone { client: *client }));
         }
+    }
+    if let Some(client) = world.closes_out().first() {
+        // The owner closes the gate under its lock and answers at once; its fast path
+        // has nothing in flight here.
+        let (client, in_flight) = (*client, 0);
+        return Ok((clock, Input::FastPathClosed { client, in_flight }));
     }
     if let Some(client) = world.fences_out().first() {
         // The owner waits out the call for a bounded time, then reports.

@@ -762,6 +762,9 @@ impl<O: Os, const D: usize, const C: usize, const P: usize, const Q: usize> Owne
                 after = After::EveryDevice;
                 Work::News(News::UnloadMayFinish)
             }
+            // Not wired yet (issue 21): the runtime builds its machine without
+            // `with_fast_path`, so the machine never asks for a gate.
+            Output::FastPath { .. } => return,
         };
         self.push(after, work);
     }
