@@ -9,9 +9,10 @@
 //! * `runtime`: the shared owner runtime as the ports call it today:
 //!   `with(operation_begin)` + `with(operation_done)` under the owner lock, `StdKernel`,
 //!   `MonotonicClock`, `Dispatch::Inline`, a port that does nothing;
-//! * `gate`: the fast path's mechanism alone, `Gate::begin` + `Gate::end` on the client's
-//!   own gate (open, as the machine leaves it while nothing needs a drain). Not yet
-//!   wired to the machine: the row shows what the mechanism costs.
+//! * `fast`: the runtime's fast path as the Windows port's `hardware_op` takes it:
+//!   `Runtime::operation_begin` + `Runtime::operation_end` while the machine keeps the
+//!   client's gate open (started, D0, its epoch, nothing to drain);
+//! * `gate`: the fast path's mechanism alone, `Gate::begin` + `Gate::end`.
 //!
 //! THREADS (default 1) threads each run ROUNDS brackets, thread `i` as client `i` (the
 //! `core` workload is single-threaded by construction: the machine is one `&mut`). Prints
@@ -29,7 +30,7 @@ use pnp_lifecycle::{
     Input, Lifecycle, PhaseKind, RequestToken, StartResult, Tick,
 };
 use pnp_lifecycle_runtime::{
-    Completion, Dispatch, End, Gate, MonotonicClock, Os, Runtime, StdKernel,
+    Begin, Completion, Dispatch, End, Gate, MonotonicClock, Os, Runtime, StdKernel,
 };
 
 const DEV: DeviceId = DeviceId(0);
@@ -173,7 +174,8 @@ fn core(rounds: u64) -> f64 {
     t0.elapsed().as_nanos() as f64 / rounds.max(1) as f64
 }
 
-fn runtime(rounds: u64, threads: usize) -> f64 {
+/// A runtime with a started device and `threads` registered clients.
+fn started_runtime(threads: usize) -> (Arc<Rt>, Vec<(ClientHandle, Epoch)>) {
     let rt = Rt::new(
         Config::DEFAULT,
         Idle,
@@ -192,6 +194,11 @@ fn runtime(rounds: u64, threads: usize) -> f64 {
                 .unwrap_or_else(|e| fail("register", e))
         })
         .collect();
+    (rt, clients)
+}
+
+fn runtime(rounds: u64, threads: usize) -> f64 {
+    let (rt, clients) = started_runtime(threads);
     timed(threads, rounds, |t| {
         let Some(&(client, epoch)) = clients.get(t) else {
             return;
@@ -205,9 +212,31 @@ fn runtime(rounds: u64, threads: usize) -> f64 {
     })
 }
 
+fn fast(rounds: u64, threads: usize) -> f64 {
+    let (rt, clients) = started_runtime(threads);
+    timed(threads, rounds, |t| {
+        let Some(&(client, epoch)) = clients.get(t) else {
+            return;
+        };
+        for _ in 0..rounds {
+            match rt.operation_begin(black_box(client), epoch) {
+                Ok(Begin::Granted(op)) => {
+                    if !op.on_fast_path() {
+                        fail("fast", "granted by the machine: the gate is shut");
+                    }
+                    if let Err(e) = rt.operation_end(op) {
+                        fail("operation_end", e);
+                    }
+                }
+                other => fail("operation_begin", other),
+            }
+        }
+    })
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let usage = "usage: bracket (atomic|mutex|core|runtime|gate) ROUNDS [THREADS]";
+    let usage = "usage: bracket (atomic|mutex|core|runtime|fast|gate) ROUNDS [THREADS]";
     let num = |i: usize, default: u64| -> u64 {
         args.get(i).map_or(default, |s| {
             s.parse()
@@ -226,6 +255,7 @@ fn main() {
         "core" => fail(usage, "core is one &mut machine: one thread"),
         "runtime" => runtime(rounds, threads),
         "gate" => gate(rounds, threads),
+        "fast" => fast(rounds, threads),
         _ => fail(usage, format!("unknown IMPL {imp:?}")),
     };
     println!("impl={imp} rounds={rounds} threads={threads} ns_per_bracket={ns:.1}");

@@ -84,7 +84,8 @@ fn probed(p: Option<PhaseKind>) -> bool {
 /// The device's runtime-PM usage count: the hardware calls in flight (each verb's
 /// `pm_runtime_get_sync` … `pm_runtime_put` is a core operation).
 fn usage_count<O: LinuxPort>(o: &LinuxOwner<O>, dev: DeviceId) -> u32 {
-    let count = |(_, v): (ClientHandle, ClientView)| u32::from(v.operations_in_flight);
+    // On either path: the machine's count and the client's open fast-path gate.
+    let count = |(c, _): (ClientHandle, ClientView)| o.operations_in_flight(c);
     o.machine().clients(dev).map(count).sum()
 }
 

@@ -161,6 +161,16 @@ impl<A: AtomicWord> Gate<A> {
         self.word.load(Relaxed) & OPEN != 0
     }
 
+    /// Operations begun on the fast path and not ended, while the gate is open (a shut
+    /// gate's were carried to the machine).
+    pub fn in_flight(&self) -> u32 {
+        let word = self.word.load(Acquire);
+        if word & OPEN == 0 {
+            return 0;
+        }
+        u32::try_from(word & COUNT).unwrap_or(u32::MAX)
+    }
+
     /// Begin an operation for the client of `client_generation` through its interface of
     /// `epoch`. `None`: not on the fast path (the gate is shut, or open for another client
     /// or epoch): ask the machine.

@@ -73,7 +73,8 @@ mod std_kernel;
 pub use fast::{AtomicWord, End, Gate, Ticket};
 pub use owner::{Completion, ContextId, Done, News, Os, Owner, Work};
 pub use runtime::{
-    carry_out, Clock, Dispatch, Kernel, Monitor, Runtime, UnloadError, WouldDeadlock,
+    carry_out, Begin, Clock, Dispatch, Kernel, Monitor, Operation, Runtime, UnloadError,
+    WouldDeadlock,
 };
 #[cfg(feature = "shuttle")]
 pub use shuttle_kernel::{ShuttleKernel, ShuttleMonitor};

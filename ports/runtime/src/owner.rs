@@ -4,11 +4,14 @@
 //! the lock and the waits, and a cooperative schedule harness can drive it directly.
 
 use alloc::collections::VecDeque;
+use alloc::sync::Arc;
 use alloc::vec::Vec;
 
+use crate::fast::Gate;
 use pnp_lifecycle::{
     AccessAnswer, ClientHandle, ClientKind, Config, CycleOutcome, DeviceId, Epoch, Error, Event,
-    FailureCause, HardwareCommand, Input, Lifecycle, Output, Reply, RequestToken, Status, Tick,
+    FailureCause, FastPathGate, HardwareCommand, Input, Lifecycle, Output, Reply, RequestToken,
+    Status, Tick,
 };
 
 /// Who is running: a thread, or whatever the platform schedules (see
@@ -251,6 +254,13 @@ pub struct Owner<O: Os, const D: usize, const C: usize, const P: usize, const Q:
     running: Vec<Running>,
     fences: Vec<FenceWait>,
     fences_done: VecDeque<(ClientHandle, bool)>,
+    /// Every client slot's fast-path gate (device-major), shared with whoever begins
+    /// operations outside the lock ([`Self::gates`]).
+    gates: Arc<[Gate]>,
+    /// Operations the owner's closes carried, per client, not yet reported to the machine.
+    carried: Vec<(ClientHandle, u32)>,
+    /// Gate closes the machine asked for, answered once the queue is drained.
+    closes_asked: VecDeque<ClientHandle>,
     fence_grace: u64,
     /// Dispatcher threads waiting for work (kept by [`crate::Runtime`]).
     idle_dispatchers: u32,
@@ -292,7 +302,7 @@ impl<O: Os, const D: usize, const C: usize, const P: usize, const Q: usize> Owne
     /// the longer of the config's callback and operation timeouts.
     pub fn new(config: Config) -> Self {
         Owner {
-            machine: Lifecycle::new(config),
+            machine: Lifecycle::new(config).with_fast_path(),
             callbacks: Vec::new(),
             requests: Vec::new(),
             last_token: 0,
@@ -301,6 +311,9 @@ impl<O: Os, const D: usize, const C: usize, const P: usize, const Q: usize> Owne
             running: Vec::new(),
             fences: Vec::new(),
             fences_done: VecDeque::new(),
+            gates: (0..D * C).map(|_| Gate::new()).collect(),
+            carried: Vec::new(),
+            closes_asked: VecDeque::new(),
             fence_grace: config.callback_timeout.max(config.operation_timeout),
             idle_dispatchers: 0,
             wakeups: Vec::new(),
@@ -314,6 +327,26 @@ impl<O: Os, const D: usize, const C: usize, const P: usize, const Q: usize> Owne
     /// The machine, to ask (never to feed: use [`Self::feed`]).
     pub fn machine(&self) -> &Lifecycle<D, C, P, Q> {
         &self.machine
+    }
+
+    /// Every client slot's fast-path gate, device-major (`device * C + slot`): a port
+    /// keeps this and begins and ends operations on it without the lock
+    /// ([`crate::Runtime::operation_begin`] does). The machine decides which are open.
+    pub fn gates(&self) -> Arc<[Gate]> {
+        Arc::clone(&self.gates)
+    }
+
+    /// The hardware operations of `client` in flight, on either path: the machine's
+    /// count (which includes what a close carried) and its open gate's.
+    pub fn operations_in_flight(&self, client: ClientHandle) -> u32 {
+        let counted = self
+            .machine
+            .client(client)
+            .map_or(0, |v| u32::from(v.operations_in_flight));
+        let open = self.gate(client).map_or(0, Gate::in_flight);
+        counted
+            .saturating_add(open)
+            .saturating_add(self.carried_of(client))
     }
 
     /// How long a fence waits out a running callback or operation.
@@ -695,6 +728,16 @@ impl<O: Os, const D: usize, const C: usize, const P: usize, const Q: usize> Owne
             while let Some(output) = self.machine.poll_output() {
                 self.route(now, output);
             }
+            // A gate close is answered at once: the operations it carried are the
+            // machine's to count from here on (they end through `operation_done`).
+            if let Some(client) = self.closes_asked.pop_front() {
+                let in_flight = self.take_carried(client);
+                let answer = Input::FastPathClosed { client, in_flight };
+                if self.machine.handle(now, answer).is_err() {
+                    self.anomalies += 1;
+                }
+                continue;
+            }
             let Some((client, overran)) = self.fences_done.pop_front() else {
                 return;
             };
@@ -762,9 +805,24 @@ impl<O: Os, const D: usize, const C: usize, const P: usize, const Q: usize> Owne
                 after = After::EveryDevice;
                 Work::News(News::UnloadMayFinish)
             }
-            // Not wired yet (issue 21): the runtime builds its machine without
-            // `with_fast_path`, so the machine never asks for a gate.
-            Output::FastPath { .. } => return,
+            // Issue 21: the machine decides; the gate is set here, under the lock.
+            Output::FastPath { client, gate } => {
+                match gate {
+                    FastPathGate::Open { epoch } => {
+                        if let Some(g) = self.gate(client) {
+                            // The machine opens only a gate it closed: nothing to carry.
+                            if g.open(client.generation, epoch) != 0 {
+                                self.anomalies += 1;
+                            }
+                        }
+                    }
+                    FastPathGate::Close => {
+                        self.close_gate(client);
+                        self.closes_asked.push_back(client);
+                    }
+                }
+                return;
+            }
         };
         self.push(after, work);
     }
@@ -774,10 +832,15 @@ impl<O: Os, const D: usize, const C: usize, const P: usize, const Q: usize> Owne
     /// they return or the grace passes; then `FenceDone`.
     fn fence(&mut self, now: Tick, client: ClientHandle) {
         self.work.retain(|w| w.work.lane() != Lane::Client(client));
+        // Operations on the fast path count too: the gate is shut first (the machine's
+        // own close of it, if it comes, then carries nothing more).
+        self.close_gate(client);
+        let carried = self.carried_of(client);
         let operations = self
             .machine
             .client(client)
-            .map_or(0, |v| v.operations_in_flight);
+            .map_or(0, |v| v.operations_in_flight)
+            .saturating_add(u8::try_from(carried).unwrap_or(u8::MAX));
         let callback_running = self.callback_running(client);
         if callback_running || operations > 0 {
             self.fences.push(FenceWait {
@@ -788,6 +851,38 @@ impl<O: Os, const D: usize, const C: usize, const P: usize, const Q: usize> Owne
             });
         } else {
             self.fences_done.push_back((client, false));
+        }
+    }
+
+    /// `client`'s gate, if the client names a slot of this owner.
+    fn gate(&self, client: ClientHandle) -> Option<&Gate> {
+        gate_of::<C>(&self.gates, client)
+    }
+
+    /// Shut `client`'s gate; what it carried waits to be reported with the answer to the
+    /// machine's close.
+    fn close_gate(&mut self, client: ClientHandle) {
+        let n = self.gate(client).map_or(0, Gate::close);
+        if n == 0 {
+            return;
+        }
+        match self.carried.iter_mut().find(|(c, _)| *c == client) {
+            Some((_, count)) => *count = count.saturating_add(n),
+            None => self.carried.push((client, n)),
+        }
+    }
+
+    fn carried_of(&self, client: ClientHandle) -> u32 {
+        self.carried
+            .iter()
+            .find(|(c, _)| *c == client)
+            .map_or(0, |(_, n)| *n)
+    }
+
+    fn take_carried(&mut self, client: ClientHandle) -> u32 {
+        match self.carried.iter().position(|(c, _)| *c == client) {
+            Some(pos) => self.carried.swap_remove(pos).1,
+            None => 0,
         }
     }
 
@@ -826,4 +921,14 @@ impl<O: Os, const D: usize, const C: usize, const P: usize, const Q: usize> Owne
             self.fences_done.push_back((f.client, true));
         }
     }
+}
+
+/// `client`'s gate in a device-major table of `C` slots a device.
+#[inline]
+pub(crate) fn gate_of<const C: usize>(gates: &[Gate], client: ClientHandle) -> Option<&Gate> {
+    let slot = usize::from(client.slot);
+    if slot >= C {
+        return None;
+    }
+    gates.get(usize::from(client.device.0) * C + slot)
 }

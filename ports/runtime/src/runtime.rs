@@ -5,9 +5,10 @@ use alloc::boxed::Box;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
 
-use pnp_lifecycle::{Config, Error, Input, Reply, Tick};
+use pnp_lifecycle::{AccessAnswer, ClientHandle, Config, Epoch, Error, Input, Reply, Tick};
 
-use crate::owner::{ContextId, Done, Os, Owner, Work};
+use crate::fast::{End, Gate, Ticket};
+use crate::owner::{gate_of, ContextId, Done, Os, Owner, Work};
 
 /// A source of the current time, in the unit of the machine's [`Config`]. Never goes
 /// backwards.
@@ -108,6 +109,41 @@ pub struct Runtime<O: Os, K: Kernel, const D: usize, const C: usize, const P: us
     os: O,
     clock: Arc<dyn Clock>,
     dispatch: Dispatch,
+    /// The owner's fast-path gates, read without the lock.
+    gates: Arc<[Gate]>,
+}
+
+/// A client's hardware operation in flight, begun by [`Runtime::operation_begin`]; hand it
+/// to [`Runtime::operation_end`] when the operation returned.
+#[derive(Debug)]
+#[must_use = "an operation in flight must be ended (Runtime::operation_end)"]
+pub struct Operation {
+    client: ClientHandle,
+    /// Granted on the fast path (its ticket), or by the machine.
+    ticket: Option<Ticket>,
+}
+
+impl Operation {
+    /// The client whose operation this is.
+    pub fn client(&self) -> ClientHandle {
+        self.client
+    }
+
+    /// Whether it was granted on the fast path, without the lock.
+    pub fn on_fast_path(&self) -> bool {
+        self.ticket.is_some()
+    }
+}
+
+/// What [`Runtime::operation_begin`] answered.
+#[derive(Debug)]
+#[must_use = "a granted operation must be ended"]
+pub enum Begin {
+    /// In flight until [`Runtime::operation_end`].
+    Granted(Operation),
+    /// Not in flight: the device was in an idle power-down and the machine commanded the
+    /// power-up; wait (with a deadline) for `Event::Resumed` and ask again.
+    WaitForPowerUp,
 }
 
 impl<O: Os, K: Kernel, const D: usize, const C: usize, const P: usize, const Q: usize>
@@ -128,8 +164,11 @@ impl<O: Os, K: Kernel, const D: usize, const C: usize, const P: usize, const Q: 
 {
     /// A runtime over `os` with no device.
     pub fn new(config: Config, os: O, clock: Arc<dyn Clock>, dispatch: Dispatch) -> Arc<Self> {
+        let owner = Owner::new(config);
+        let gates = owner.gates();
         Arc::new(Runtime {
-            state: K::Monitor::new(Owner::new(config)),
+            gates,
+            state: K::Monitor::new(owner),
             threads: K::Monitor::new(Vec::new()),
             os,
             clock,
@@ -153,6 +192,65 @@ impl<O: Os, K: Kernel, const D: usize, const C: usize, const P: usize, const Q: 
         let result = self.state.with(|owner| f(owner, self.clock.now()));
         self.after();
         result
+    }
+
+    /// Begin a hardware operation of `client` through its interface of `epoch` (DESIGN r3,
+    /// "Operations: the fast path"). While the machine keeps the client's gate open —
+    /// the device running in D0 at the client's epoch, nothing to drain — this takes no
+    /// lock and makes no system call: a load and a compare-exchange on the client's own
+    /// cache line. Otherwise the machine decides under the lock, as
+    /// [`Owner::operation_begin`].
+    ///
+    /// # Errors
+    ///
+    /// The machine's refusal, by name (a stale epoch, a revoked client, system sleep,
+    /// removal…); nothing changed.
+    #[inline]
+    pub fn operation_begin(
+        self: &Arc<Self>,
+        client: ClientHandle,
+        epoch: Epoch,
+    ) -> Result<Begin, Error> {
+        if let Some(operation) = self.operation_begin_fast(client, epoch) {
+            return Ok(Begin::Granted(operation));
+        }
+        match self.with(|o, now| o.operation_begin(now, client, epoch))? {
+            AccessAnswer::Granted => Ok(Begin::Granted(Operation {
+                client,
+                ticket: None,
+            })),
+            AccessAnswer::WaitForPowerUp => Ok(Begin::WaitForPowerUp),
+        }
+    }
+
+    /// The fast path alone: `Some` if the client's gate is open for `epoch` (no lock, no
+    /// system call), `None` if the machine must decide ([`Self::operation_begin`]).
+    #[inline]
+    pub fn operation_begin_fast(&self, client: ClientHandle, epoch: Epoch) -> Option<Operation> {
+        let ticket = gate_of::<C>(&self.gates, client)?.begin(client.generation, epoch)?;
+        Some(Operation {
+            client,
+            ticket: Some(ticket),
+        })
+    }
+
+    /// End an operation [`Self::operation_begin`] granted. On the fast path with the gate
+    /// still open: no lock. Otherwise (granted by the machine, or carried by a close since)
+    /// the machine hears `AccessDone` under the lock.
+    ///
+    /// # Errors
+    ///
+    /// The machine's refusal of `AccessDone` (a client it no longer counts: fenced); the
+    /// operation is over either way.
+    #[inline]
+    pub fn operation_end(self: &Arc<Self>, operation: Operation) -> Result<(), Error> {
+        let client = operation.client;
+        if let (Some(ticket), Some(gate)) = (operation.ticket, gate_of::<C>(&self.gates, client)) {
+            if gate.end(ticket) == End::Fast {
+                return Ok(());
+            }
+        }
+        self.with(|o, now| o.operation_done(now, client))
     }
 
     /// Read the owner under the lock (no input fed).

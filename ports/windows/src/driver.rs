@@ -444,6 +444,17 @@ impl<K: Kernel, O: WindowsVocabulary<K>> MlxInterface<K, O> {
     /// `STATUS_DEVICE_POWERED_OFF`.
     pub fn hardware_op(&self) -> Result<(), NtStatus> {
         let (driver, device) = (&self.driver, self.handle.device);
+        // The fast path (DESIGN r3): while the core keeps this client's gate open — started,
+        // D0, this epoch, nothing to drain — no lock and no system call. The gate shuts in
+        // the same owner-lock section that marks the remove lock removed and feeds the
+        // remove, and what it carried the core drains before any teardown: the remove
+        // lock would add nothing here.
+        if let Some(operation) = driver.runtime.operation_begin_fast(self.handle, self.epoch) {
+            driver.hal.client_op(device, self.handle);
+            // Refused only for a client the core no longer counts (fenced): nothing to undo.
+            let _ = driver.runtime.operation_end(operation);
+            return Ok(());
+        }
         let mut deadline = None;
         loop {
             let answer = driver.runtime.with(|owner, now| {

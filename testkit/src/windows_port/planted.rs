@@ -259,10 +259,11 @@ pub fn remove_after_holders_left<K: Kernel, O: WindowsVocabulary<K>>(
         let device = irp.device;
         // PLANTED: a wait without a deadline, before the core sees the remove
         let _ = driver.runtime().wait_until(|owner, _| {
+            // On either path: the machine's count and the clients' open gates.
             let busy = owner
                 .machine()
                 .clients(device)
-                .any(|(_, view)| view.operations_in_flight > 0);
+                .any(|(client, _)| owner.operations_in_flight(client) > 0);
             (!busy).then_some(())
         });
     }
