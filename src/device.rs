@@ -110,7 +110,8 @@ value_type! {
         /// Clients told `RESET` at `since`; waiting for voters, then for hardware
         /// operations in flight.
         Quiescing {
-            /// When the cycle began: voters' deadlines count from here.
+            /// When the cycle began (each voter's deadline counts from the delivery of its
+            /// own `RESET`: see the registry's slots).
             since: Tick,
             /// Voters that have not answered, left or been revoked. Kept so that each
             /// answer costs O(1) and a cycle stays linear in clients.
@@ -447,9 +448,16 @@ impl<const C: usize, const P: usize> Device<C, P> {
         if (slot.callback.is_none() || planted!(SecondCallbackInFlight)) && slot.mailbox.is_empty()
         {
             slot.callback = Some(cx.now);
+            if event == Event::Reset {
+                slot.reset_delivered = Some(cx.now);
+            }
             let client = Registry::<C>::handle(cx.device, index, slot);
             cx.out.push(Output::Notify { client, event });
         } else {
+            if event == Event::Reset {
+                // I13: no answer deadline runs while the RESET cannot be answered.
+                slot.reset_delivered = None;
+            }
             slot.mailbox.put(event);
         }
     }
@@ -469,6 +477,10 @@ impl<const C: usize, const P: usize> Device<C, P> {
         };
         if let Some(event) = slot.mailbox.take(link_of) {
             slot.callback = Some(cx.now);
+            if event == Event::Reset {
+                // I13: a RESET held behind the client's callback is answerable from now.
+                slot.reset_delivered = Some(cx.now);
+            }
             let client = Registry::<C>::handle(cx.device, index, slot);
             cx.out.push(Output::Notify { client, event });
         }
@@ -1808,11 +1820,11 @@ impl<const C: usize, const P: usize> Device<C, P> {
         }
         let unfenced_ops = self.registry.slots.iter().any(unfenced_ops);
         match self.phase {
-            Phase::Quiescing {
-                since, draining, ..
-            } => {
-                for slot in self.registry.slots.iter().filter(|s| s.is_voting()) {
-                    consider(since.after(ack_timeout(config, slot.kind)));
+            Phase::Quiescing { draining, .. } => {
+                for slot in self.registry.slots.iter() {
+                    if let Some(at) = voter_deadline(config, slot) {
+                        consider(at);
+                    }
                 }
                 if let (Some(from), true) = (draining, unfenced_ops) {
                     consider(from.after(config.operation_timeout));
@@ -1862,19 +1874,18 @@ impl<const C: usize, const P: usize> Device<C, P> {
             }
         }
         match self.phase {
-            Phase::Quiescing {
-                since, draining, ..
-            } => {
+            Phase::Quiescing { draining, .. } => {
                 // Rule: operations that outlast the reset's wait are revoked and fenced.
                 if draining.is_some_and(|from| now >= from.after(cx.config.operation_timeout)) {
                     self.fence_operations(cx);
                 }
-                // Rule: a voter that does not answer RESET in time is revoked (or escalates).
+                // Rule (I13): a voter that does not answer RESET in time is revoked (or
+                // escalates); its time counts from the RESET's delivery.
                 for index in 0..C {
                     let Some(slot) = self.registry.slot(index) else {
                         continue;
                     };
-                    if !slot.is_voting() || now < since.after(ack_timeout(cx.config, slot.kind)) {
+                    if voter_deadline(cx.config, slot).is_none_or(|at| now < at) {
                         continue;
                     }
                     match (slot.kind, cx.config.trusted_policy) {
@@ -1947,6 +1958,17 @@ enum ClientVeto {
 /// Whether a slot holds hardware operations no fence has been asked for yet.
 fn unfenced_ops(slot: &Slot) -> bool {
     slot.ops > 0 && !slot.fence_requested
+}
+
+/// When a voter must have answered `RESET`: its whole answer time after the `RESET` was
+/// delivered (I13). None for a non-voter, or while its `RESET` waits behind its own
+/// callback in flight (that callback's deadline runs instead).
+fn voter_deadline(config: &Config, slot: &Slot) -> Option<Tick> {
+    if !slot.is_voting() {
+        return None;
+    }
+    let delivered = slot.reset_delivered?;
+    Some(delivered.after(ack_timeout(config, slot.kind)))
 }
 
 /// How long a voter of `kind` has to answer `RESET`.

@@ -185,6 +185,9 @@ struct Cl {
     ports: PortSet,
     /// When the callback in flight was made, if one is.
     cb: Option<u64>,
+    /// When its `RESET` of the running cycle was handed over: the answer's deadline counts
+    /// from here (DESIGN r3: a deadline runs only while the client can act).
+    reset_at: Option<u64>,
     /// Hardware operations granted and not reported done (nor fenced).
     ops: u8,
     /// The owner was asked to fence the client and has not reported it done.
@@ -266,6 +269,7 @@ impl Cl {
             cannot_pause: false,
             ports: PortSet::EMPTY,
             cb: None,
+            reset_at: None,
             ops: 0,
             fence: false,
             mbox: Mbox::default(),
@@ -330,6 +334,7 @@ impl Clone for Cl {
             cannot_pause,
             ports,
             cb,
+            reset_at,
             ops,
             fence,
             mbox,
@@ -343,6 +348,7 @@ impl Clone for Cl {
         self.cannot_pause = *cannot_pause;
         self.ports = *ports;
         self.cb = *cb;
+        self.reset_at = *reset_at;
         self.ops = *ops;
         self.fence = *fence;
         self.mbox.clone_from(mbox);
@@ -504,14 +510,14 @@ impl Model {
             let op_deadline = |from: u64| from.saturating_add(self.config.operation_timeout);
             let mut ts: Vec<u64> = Vec::new();
             match d.st {
-                St::Quiescing {
-                    since, draining, ..
-                } => {
+                St::Quiescing { draining, .. } => {
                     ts.extend(
                         d.cls
                             .iter()
                             .filter(|c| c.reg == Reg::Live && c.role == Role::Voting)
-                            .map(|c| since.saturating_add(self.ack_timeout(c.kind))),
+                            .filter_map(|c| {
+                                Some(c.reset_at?.saturating_add(self.ack_timeout(c.kind)))
+                            }),
                     );
                     if let (Some(from), true) = (draining, unfenced_ops) {
                         ts.push(op_deadline(from));
@@ -769,9 +775,15 @@ impl Dev {
         let c = &mut self.cls[i];
         if c.cb.is_none() && c.mbox.is_empty() {
             c.cb = Some(cx.now);
+            if event == Event::Reset {
+                c.reset_at = Some(cx.now);
+            }
             let client = self.handle_of(cx.d, i);
             cx.out.push(Output::Notify { client, event });
         } else {
+            if event == Event::Reset {
+                c.reset_at = None;
+            }
             c.mbox.put(event);
         }
     }
@@ -801,6 +813,9 @@ impl Dev {
         };
         if let Some(event) = next {
             self.cls[i].cb = Some(cx.now);
+            if event == Event::Reset {
+                self.cls[i].reset_at = Some(cx.now);
+            }
             let client = self.handle_of(cx.d, i);
             cx.out.push(Output::Notify { client, event });
         }
@@ -2109,9 +2124,7 @@ impl Dev {
             }
         }
         match self.st {
-            St::Quiescing {
-                since, draining, ..
-            } => {
+            St::Quiescing { draining, .. } => {
                 // Operations that outlast the reset's wait are revoked and fenced.
                 if draining
                     .is_some_and(|from| now >= from.saturating_add(cx.config.operation_timeout))
@@ -2123,11 +2136,13 @@ impl Dev {
                     if c.reg != Reg::Live || c.role != Role::Voting {
                         continue;
                     }
-                    let due = now
-                        >= since.saturating_add(match c.kind {
+                    // Its answer time counts from its RESET's delivery.
+                    let due = c.reset_at.is_some_and(|at| {
+                        now >= at.saturating_add(match c.kind {
                             ClientKind::Trusted => cx.config.trusted_ack_timeout,
                             ClientKind::Untrusted => cx.config.untrusted_ack_timeout,
-                        });
+                        })
+                    });
                     if !due {
                         continue;
                     }

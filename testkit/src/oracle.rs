@@ -161,6 +161,10 @@ pub struct ClientBook {
     /// A voter of the running cycle (active when it began) that has not answered, left
     /// or been revoked.
     pub voter: bool,
+    /// When its `RESET` of the running cycle was delivered (a `Notify`): its answer's
+    /// deadline counts from here (DESIGN r3, "A deadline runs only while the client can
+    /// act"). `None` while the `RESET` waits behind its callback in flight.
+    pub reset_delivered: Option<Tick>,
     /// The epoch of the interface it holds (from registration or `AcquireInterface`).
     pub interface: Option<Epoch>,
     /// Told `Suspending` and not yet `Resumed`/`DeviceStarted` (I14).
@@ -463,7 +467,7 @@ impl Oracle {
                 .callback
                 .is_some_and(|t| now >= t.after(config.callback_timeout));
             let by_ack = c.voter
-                && d.cycle_since
+                && c.reset_delivered
                     .is_some_and(|t| now >= t.after(ack_timeout(&config, kind)));
             let by_detach = bv.state == ClientState::Removed
                 && d.removal_since
@@ -485,14 +489,14 @@ impl Oracle {
                 fail!(
                     I13,
                     "{:?} revoked at {:?} before any deadline: callback since {:?} (+{}), \
-                     voter {} of a cycle since {:?}, removal since {:?} (+{}), {} operations \
+                     voter {} whose RESET was delivered at {:?}, removal since {:?} (+{}), {} operations \
                      in a wait since {:?} (+{}) in {:?}",
                     h,
                     now,
                     c.callback,
                     config.callback_timeout,
                     c.voter,
-                    d.cycle_since,
+                    c.reset_delivered,
                     d.removal_since,
                     config.detach_timeout,
                     c.ops,
@@ -1307,6 +1311,7 @@ impl Oracle {
                 }
                 match event {
                     Event::Reset => {
+                        c.reset_delivered = Some(now);
                         if c.owed_end {
                             fail!(
                                 I4,
@@ -1744,6 +1749,7 @@ impl Oracle {
         b.drain_since = None;
         for c in b.clients.values_mut() {
             c.voter = c.addressable() && !c.cut;
+            c.reset_delivered = None;
         }
         Ok(())
     }
@@ -1855,7 +1861,7 @@ impl Oracle {
                                 && c.callback
                                     .is_some_and(|t| now >= t.after(config.callback_timeout))
                                 || c.voter
-                                    && b.cycle_since.is_some_and(|t| {
+                                    && c.reset_delivered.is_some_and(|t| {
                                         now >= t.after(config.trusted_ack_timeout)
                                     }))
                     });
@@ -1982,12 +1988,12 @@ impl Oracle {
                     } else {
                         ClientKind::Untrusted
                     };
-                    if let (true, false, Some(t)) = (c.voter, c.cut, b.cycle_since) {
+                    if let (true, false, Some(t)) = (c.voter, c.cut, c.reset_delivered) {
                         if !covers(t.after(ack_timeout(&config, kind))) {
                             fail!(
                                 I9,
-                                "voter {:?} of a cycle since {:?}: deadline not in \
-                                 poll_timeout {:?}",
+                                "voter {:?} whose RESET was delivered at {:?}: deadline not \
+                                 in poll_timeout {:?}",
                                 h,
                                 t,
                                 deadline
