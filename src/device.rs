@@ -206,8 +206,9 @@ value_type! {
         Removing {
             /// The remove request, if the PnP manager sent one (unload sends none).
             token: Option<RequestToken>,
-            /// When clients that have not detached are revoked.
-            deadline: Tick,
+            /// When clients that have not detached are revoked (`None`: beyond the clock's
+            /// range, so never).
+            deadline: Option<Tick>,
             /// What to undo at the end.
             teardown: Teardown,
             /// A hardware command that must report before resources go.
@@ -291,8 +292,8 @@ impl<const Q: usize> Ctx<'_, Q> {
         });
     }
 
-    fn deadline(&self, after: u64) -> Tick {
-        Tick(self.now.0.saturating_add(after))
+    fn deadline(&self, after: u64) -> Option<Tick> {
+        due(self.now, after)
     }
 }
 
@@ -1809,25 +1810,27 @@ impl<const C: usize, const P: usize> Device<C, P> {
     /// the one place every deadline is computed (callbacks, `RESET` answers, detach).
     pub(crate) fn next_deadline(&self, config: &Config) -> Option<Tick> {
         let mut next: Option<Tick> = None;
-        let mut consider = |at: Tick| next = Some(next.map_or(at, |n: Tick| n.min(at)));
+        let mut consider = |at: Option<Tick>| {
+            if let Some(at) = at {
+                next = Some(next.map_or(at, |n: Tick| n.min(at)));
+            }
+        };
         for slot in self.registry.slots.iter() {
             if planted!(NoCallbackDeadline) {
                 break;
             }
             if let (Some(since), false) = (slot.callback, slot.fence_requested) {
-                consider(since.after(config.callback_timeout));
+                consider(due(since, config.callback_timeout));
             }
         }
         let unfenced_ops = self.registry.slots.iter().any(unfenced_ops);
         match self.phase {
             Phase::Quiescing { draining, .. } => {
                 for slot in self.registry.slots.iter() {
-                    if let Some(at) = voter_deadline(config, slot) {
-                        consider(at);
-                    }
+                    consider(voter_deadline(config, slot));
                 }
                 if let (Some(from), true) = (draining, unfenced_ops) {
-                    consider(from.after(config.operation_timeout));
+                    consider(due(from, config.operation_timeout));
                 }
             }
             Phase::Stopping { since, .. }
@@ -1836,7 +1839,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
                 commanded: false,
                 ..
             } if unfenced_ops => {
-                consider(since.after(config.operation_timeout));
+                consider(due(since, config.operation_timeout));
             }
             Phase::Removing { deadline, .. }
                 if unfenced_ops
@@ -1865,7 +1868,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
             let overran = !slot.fence_requested
                 && slot
                     .callback
-                    .is_some_and(|since| now >= since.after(cx.config.callback_timeout));
+                    .is_some_and(|since| reached(now, due(since, cx.config.callback_timeout)));
             if overran {
                 escalate |= slot.kind == ClientKind::Trusted
                     && slot.is_active()
@@ -1876,7 +1879,8 @@ impl<const C: usize, const P: usize> Device<C, P> {
         match self.phase {
             Phase::Quiescing { draining, .. } => {
                 // Rule: operations that outlast the reset's wait are revoked and fenced.
-                if draining.is_some_and(|from| now >= from.after(cx.config.operation_timeout)) {
+                if draining.is_some_and(|from| reached(now, due(from, cx.config.operation_timeout)))
+                {
                     self.fence_operations(cx);
                 }
                 // Rule (I13): a voter that does not answer RESET in time is revoked (or
@@ -1885,7 +1889,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
                     let Some(slot) = self.registry.slot(index) else {
                         continue;
                     };
-                    if voter_deadline(cx.config, slot).is_none_or(|at| now < at) {
+                    if !reached(now, voter_deadline(cx.config, slot)) {
                         continue;
                     }
                     match (slot.kind, cx.config.trusted_policy) {
@@ -1899,12 +1903,12 @@ impl<const C: usize, const P: usize> Device<C, P> {
                 since,
                 commanded: false,
                 ..
-            } if now >= since.after(cx.config.operation_timeout) => {
+            } if reached(now, due(since, cx.config.operation_timeout)) => {
                 // Rule: operations that outlast the stop's (or the power-down's) wait are
                 // revoked and fenced.
                 self.fence_operations(cx);
             }
-            Phase::Removing { deadline, .. } if now >= deadline => {
+            Phase::Removing { deadline, .. } if reached(now, deadline) => {
                 // Rule: `Removed` was their last event: they are fenced without another;
                 // whatever is still in flight is fenced before the teardown.
                 for index in 0..C {
@@ -1967,8 +1971,21 @@ fn voter_deadline(config: &Config, slot: &Slot) -> Option<Tick> {
     if !slot.is_voting() {
         return None;
     }
-    let delivered = slot.reset_delivered?;
-    Some(delivered.after(ack_timeout(config, slot.kind)))
+    due(slot.reset_delivered?, ack_timeout(config, slot.kind))
+}
+
+/// When a wait of `ticks` begun at `from` ends; `None` if that is beyond the clock's range,
+/// so never reached. DESIGN r3 allows refusing such an input or carrying the deadline
+/// exactly; it is carried exactly (never saturated to something shorter), because the
+/// inputs that begin waits include surprise removal, remove, unload, time and hardware
+/// completions, which I11 forbids refusing for anything but the owner's own backlog.
+fn due(from: Tick, ticks: u64) -> Option<Tick> {
+    from.0.checked_add(ticks).map(Tick)
+}
+
+/// Whether the clock at `now` has reached `at` (never, for a deadline beyond its range).
+fn reached(now: Tick, at: Option<Tick>) -> bool {
+    at.is_some_and(|at| now >= at)
 }
 
 /// How long a voter of `kind` has to answer `RESET`.

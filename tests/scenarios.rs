@@ -1257,3 +1257,31 @@ fn a_reset_held_behind_a_callback_gets_its_whole_deadline_from_delivery() {
     );
     assert_eq!(o.now, Tick(delivered + UNTRUSTED_DEADLINE));
 }
+
+/// C2 (DESIGN r3): no deadline is cut short because the clock is near the end of its
+/// range. A `RESET` delivered at `u64::MAX - 3` with a 10-tick answer time ends beyond the
+/// clock's range: it is carried exactly, so nothing is revoked at `u64::MAX` (saturated,
+/// it was revoked after 3 ticks) and the voter can still answer.
+#[test]
+fn a_deadline_beyond_the_clocks_range_is_never_cut_short() {
+    let config = Config {
+        untrusted_ack_timeout: 10,
+        ..Config::DEFAULT
+    };
+    let mut o: Owner<1, 4, 2, { queue_capacity(1, 4) }> = Owner::new(config);
+    o.started(DEV, false);
+    let voter = o.register(DEV, ClientKind::Untrusted);
+    o.at(u64::MAX - 3);
+    assert_eq!(
+        o.ok(Input::ResetRequest { client: voter }),
+        vec![notify(voter, Event::Reset)]
+    );
+    o.ok(Input::CallbackDone { client: voter });
+    assert_eq!(o.m.poll_timeout(), None, "no deadline the clock can reach");
+    assert!(o.timeout_at(u64::MAX).is_empty());
+    assert_eq!(o.phase(DEV), PhaseKind::Quiescing);
+    assert_eq!(
+        o.ok(Input::ResetExecute { client: voter }),
+        vec![hw(HardwareCommand::Reset)]
+    );
+}

@@ -113,7 +113,8 @@ enum St {
     },
     Removing {
         token: Option<RequestToken>,
-        deadline: u64,
+        /// `None`: beyond the clock's range (never reached).
+        deadline: Option<u64>,
         undo: Undo,
         hw: Option<Hw>,
     },
@@ -502,12 +503,13 @@ impl Model {
         for d in &self.devs {
             for c in d.cls.iter().filter(|c| !c.fence) {
                 if let Some(since) = c.cb {
-                    let t = since.saturating_add(self.config.callback_timeout);
-                    best = Some(best.map_or(t, |b| b.min(t)));
+                    if let Some(t) = since.checked_add(self.config.callback_timeout) {
+                        best = Some(best.map_or(t, |b| b.min(t)));
+                    }
                 }
             }
             let unfenced_ops = d.cls.iter().any(|c| c.ops > 0 && !c.fence);
-            let op_deadline = |from: u64| from.saturating_add(self.config.operation_timeout);
+            let op_deadline = |from: u64| from.checked_add(self.config.operation_timeout);
             let mut ts: Vec<u64> = Vec::new();
             match d.st {
                 St::Quiescing { draining, .. } => {
@@ -515,12 +517,10 @@ impl Model {
                         d.cls
                             .iter()
                             .filter(|c| c.reg == Reg::Live && c.role == Role::Voting)
-                            .filter_map(|c| {
-                                Some(c.reset_at?.saturating_add(self.ack_timeout(c.kind)))
-                            }),
+                            .filter_map(|c| c.reset_at?.checked_add(self.ack_timeout(c.kind))),
                     );
                     if let (Some(from), true) = (draining, unfenced_ops) {
-                        ts.push(op_deadline(from));
+                        ts.extend(op_deadline(from));
                     }
                 }
                 St::Stopping { since, .. }
@@ -528,11 +528,11 @@ impl Model {
                     since,
                     commanded: false,
                     ..
-                } if unfenced_ops => ts.push(op_deadline(since)),
+                } if unfenced_ops => ts.extend(op_deadline(since)),
                 St::Removing { deadline, .. }
                     if unfenced_ops || d.cls.iter().any(|c| c.reg == Reg::Removed) =>
                 {
-                    ts.push(deadline)
+                    ts.extend(deadline)
                 }
                 _ => {}
             }
@@ -1888,7 +1888,7 @@ impl Dev {
         let undo = if surprise { undo.no_registers() } else { undo };
         self.st = St::Removing {
             token,
-            deadline: cx.now.saturating_add(cx.config.detach_timeout),
+            deadline: cx.now.checked_add(cx.config.detach_timeout),
             undo,
             hw,
         };
@@ -2115,7 +2115,8 @@ impl Dev {
             let overran = c.reg != Reg::Free
                 && !c.fence
                 && c.cb
-                    .is_some_and(|since| now >= since.saturating_add(cb_timeout));
+                    .and_then(|since| since.checked_add(cb_timeout))
+                    .is_some_and(|at| now >= at);
             if overran {
                 escalate |= c.kind == ClientKind::Trusted
                     && c.reg == Reg::Live
@@ -2127,7 +2128,8 @@ impl Dev {
             St::Quiescing { draining, .. } => {
                 // Operations that outlast the reset's wait are revoked and fenced.
                 if draining
-                    .is_some_and(|from| now >= from.saturating_add(cx.config.operation_timeout))
+                    .and_then(|from| from.checked_add(cx.config.operation_timeout))
+                    .is_some_and(|at| now >= at)
                 {
                     self.fence_ops(cx);
                 }
@@ -2137,12 +2139,15 @@ impl Dev {
                         continue;
                     }
                     // Its answer time counts from its RESET's delivery.
-                    let due = c.reset_at.is_some_and(|at| {
-                        now >= at.saturating_add(match c.kind {
-                            ClientKind::Trusted => cx.config.trusted_ack_timeout,
-                            ClientKind::Untrusted => cx.config.untrusted_ack_timeout,
+                    let due = c
+                        .reset_at
+                        .and_then(|at| {
+                            at.checked_add(match c.kind {
+                                ClientKind::Trusted => cx.config.trusted_ack_timeout,
+                                ClientKind::Untrusted => cx.config.untrusted_ack_timeout,
+                            })
                         })
-                    });
+                        .is_some_and(|at| now >= at);
                     if !due {
                         continue;
                     }
@@ -2160,10 +2165,13 @@ impl Dev {
                 since,
                 commanded: false,
                 ..
-            } if now >= since.saturating_add(cx.config.operation_timeout) => {
+            } if since
+                .checked_add(cx.config.operation_timeout)
+                .is_some_and(|at| now >= at) =>
+            {
                 self.fence_ops(cx);
             }
-            St::Removing { deadline, .. } if now >= deadline => {
+            St::Removing { deadline, .. } if deadline.is_some_and(|at| now >= at) => {
                 // Removed was their last event: revoked without another; whatever is
                 // still in flight is fenced before the teardown.
                 for i in 0..self.cls.len() {

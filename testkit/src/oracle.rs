@@ -465,13 +465,13 @@ impl Oracle {
             };
             let by_callback = c
                 .callback
-                .is_some_and(|t| now >= t.after(config.callback_timeout));
+                .is_some_and(|t| passed(now, t, config.callback_timeout));
             let by_ack = c.voter
                 && c.reset_delivered
-                    .is_some_and(|t| now >= t.after(ack_timeout(&config, kind)));
+                    .is_some_and(|t| passed(now, t, ack_timeout(&config, kind)));
             let by_detach = bv.state == ClientState::Removed
                 && d.removal_since
-                    .is_some_and(|t| now >= t.after(config.detach_timeout));
+                    .is_some_and(|t| passed(now, t, config.detach_timeout));
             // An operation holder: the stop's or reset's wait, or the detach deadline.
             let holds_ops = c.ops > 0 && !c.fence_pending;
             let pb = before.phase(h.device);
@@ -479,10 +479,10 @@ impl Oracle {
                 && match pb {
                     Some(PhaseKind::Stopping | PhaseKind::Quiescing | PhaseKind::PoweringDown) => d
                         .drain_since
-                        .is_some_and(|t| now >= t.after(config.operation_timeout)),
+                        .is_some_and(|t| passed(now, t, config.operation_timeout)),
                     Some(PhaseKind::Removing) => d
                         .removal_since
-                        .is_some_and(|t| now >= t.after(config.detach_timeout)),
+                        .is_some_and(|t| passed(now, t, config.detach_timeout)),
                     _ => false,
                 };
             if !(by_callback || by_ack || by_detach || by_operation) {
@@ -1859,10 +1859,10 @@ impl Oracle {
                             && active
                             && (revoked_now.contains(&h)
                                 && c.callback
-                                    .is_some_and(|t| now >= t.after(config.callback_timeout))
+                                    .is_some_and(|t| passed(now, t, config.callback_timeout))
                                 || c.voter
                                     && c.reset_delivered.is_some_and(|t| {
-                                        now >= t.after(config.trusted_ack_timeout)
+                                        passed(now, t, config.trusted_ack_timeout)
                                     }))
                     });
                 if !due {
@@ -1948,7 +1948,8 @@ impl Oracle {
                 );
             }
             let deadline = after.poll_timeout();
-            let covers = |t: Tick| deadline.is_some_and(|p| p <= t);
+            // A deadline beyond the clock's range is never reached: nothing to cover.
+            let covers = |t: Option<Tick>| t.is_none_or(|t| deadline.is_some_and(|p| p <= t));
             // The owner's callback bookkeeping agrees with the machine's, every deadline
             // is in `poll_timeout`, and nobody owed an answer to `RESET` is left hanging.
             for (&(slot, generation), c) in &b.clients {
@@ -1972,7 +1973,7 @@ impl Oracle {
                         );
                     }
                     if let (Some(t), false) = (c.callback, c.fence_pending) {
-                        if !covers(t.after(config.callback_timeout)) {
+                        if !covers(end(t, config.callback_timeout)) {
                             fail!(
                                 I9,
                                 "callback to {:?} since {:?}: its deadline is not in \
@@ -1989,7 +1990,7 @@ impl Oracle {
                         ClientKind::Untrusted
                     };
                     if let (true, false, Some(t)) = (c.voter, c.cut, c.reset_delivered) {
-                        if !covers(t.after(ack_timeout(&config, kind))) {
+                        if !covers(end(t, ack_timeout(&config, kind))) {
                             fail!(
                                 I9,
                                 "voter {:?} whose RESET was delivered at {:?}: deadline not \
@@ -2017,7 +2018,7 @@ impl Oracle {
                             config.operation_timeout
                         };
                         if let Some(t) = wait {
-                            if !covers(t.after(timeout)) {
+                            if !covers(end(t, timeout)) {
                                 fail!(
                                     I9,
                                     "{:?} holds {} operations a wait since {:?} needs gone; \
@@ -2042,12 +2043,12 @@ impl Oracle {
                     if let (ClientState::Removed, Some(PhaseKind::Removing), Some(t)) =
                         (v.state, phase, b.removal_since)
                     {
-                        if !covers(t.after(config.detach_timeout)) {
+                        if !covers(end(t, config.detach_timeout)) {
                             fail!(
                                 I9,
                                 "{:?} must detach by {:?}, not in poll_timeout {:?}",
                                 h,
-                                t.after(config.detach_timeout),
+                                end(t, config.detach_timeout),
                                 deadline
                             );
                         }
@@ -2174,6 +2175,18 @@ impl Oracle {
         }
         Ok(())
     }
+}
+
+/// How long a voter of `kind` has to answer `RESET`.
+/// When a wait of `ticks` from `from` ends: `None` beyond the clock's range (DESIGN r3: such
+/// a deadline is carried exactly, never cut short, so the clock never reaches it).
+pub fn end(from: Tick, ticks: u64) -> Option<Tick> {
+    from.0.checked_add(ticks).map(Tick)
+}
+
+/// Whether a wait of `ticks` from `from` has ended at `now`.
+pub fn passed(now: Tick, from: Tick, ticks: u64) -> bool {
+    end(from, ticks).is_some_and(|at| now >= at)
 }
 
 /// How long a voter of `kind` has to answer `RESET`.
