@@ -8,7 +8,10 @@ use crate::registry::{ClientState, Lookup, Registry, Role, Slot, OPS_PER_CLIENT}
 use crate::table::{InputKind, PhaseKind};
 use crate::types::*;
 
+mod deadlines;
 mod power;
+
+use deadlines::{callback_deadline, due, slot_deadlines, voter_deadline, Earliest};
 
 value_type! {
     /// Whether the device holds hardware resources (mapped registers, interrupts).
@@ -307,6 +310,8 @@ pub(crate) struct Device<const C: usize, const P: usize> {
     /// A system-sleep power-down requested during a reset cycle: it begins when the cycle
     /// ends with the device running (or completes with the status of another ending).
     pub(crate) sleep_after_cycle: Option<RequestToken>,
+    /// The earliest deadline the device waits on, kept current (see `deadlines`).
+    pub(crate) earliest: Earliest,
 }
 
 impl<const C: usize, const P: usize> Device<C, P> {
@@ -317,6 +322,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
             ports: [Port::UNCONFIGURED; P],
             registry: Registry::new(),
             sleep_after_cycle: None,
+            earliest: Earliest::NONE,
         }
     }
 
@@ -343,7 +349,12 @@ impl<const C: usize, const P: usize> Device<C, P> {
                 phase.kind()
             );
         }
+        // The phase's own deadline (an operations' wait, removal's detach) may change.
+        let waited = self.phase_waits();
         self.phase = phase;
+        if waited || self.phase_waits() {
+            self.earliest.invalidate();
+        }
         let settled = match phase.kind() {
             PhaseKind::Quiescing | PhaseKind::Executing | PhaseKind::Running => None,
             PhaseKind::Failed => Some(Status::HardwareFailed),
@@ -387,7 +398,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
         input: Input,
     ) -> Result<Reply, Error> {
         let accepted = |r: Result<(), Error>| r.map(|()| Reply::Accepted);
-        match input {
+        let result = match input {
             Input::AddDevice { .. } => accepted(self.add(cx)),
             Input::ConfigurePort { port, caps, .. } => accepted(self.configure_port(port, caps)),
             Input::Start { token, .. } => accepted(self.start(cx, token)),
@@ -415,10 +426,10 @@ impl<const C: usize, const P: usize> Device<C, P> {
                 accepted(self.set_veto(client, ClientVeto::CannotPause, false))
             }
             Input::AcquireInterface { client } => self.acquire(client).map(Reply::Interface),
-            Input::ResetRequest { client } => {
-                self.registry.active(client)?;
-                self.request_reset(cx).map(Reply::Reset)
-            }
+            Input::ResetRequest { client } => match self.registry.active(client) {
+                Ok(_) => self.request_reset(cx).map(Reply::Reset),
+                Err(e) => Err(e),
+            },
             Input::ResetExecute { client } => accepted(self.answer_reset(cx, client, true)),
             Input::Bind { client, ports } => accepted(self.bind(client, ports)),
             Input::Hold { client } => accepted(self.set_veto(client, ClientVeto::Hold, true)),
@@ -435,7 +446,18 @@ impl<const C: usize, const P: usize> Device<C, P> {
             Input::PowerUp { token, .. } => accepted(self.power_up(cx, token)),
             Input::PowerUpDone { result, .. } => accepted(self.power_up_done(cx, result)),
             Input::Timeout | Input::Unload => Err(self.refuse(input.kind())),
-        }
+        };
+        // I13, I9: `poll_timeout` reads the earliest deadline kept here.
+        self.refresh_deadline(cx.config);
+        result
+    }
+
+    /// Driver unload removes the device (without a token; never refused in a present
+    /// state, I11).
+    pub(crate) fn unload<const Q: usize>(&mut self, cx: &mut Ctx<'_, Q>) {
+        self.earliest.invalidate();
+        let _ = self.remove(cx, None);
+        self.refresh_deadline(cx.config);
     }
 
     // ---- notifications -------------------------------------------------------------
@@ -443,20 +465,30 @@ impl<const C: usize, const P: usize> Device<C, P> {
     /// Call the client with `event` now if no callback of its is in flight, else keep the
     /// event in its mailbox (bounded: see `crate::mailbox`).
     fn notify<const Q: usize>(&mut self, cx: &mut Ctx<'_, Q>, index: usize, event: Event) {
-        let Some(slot) = self.registry.slot_mut(index) else {
+        let Some(slot) = self.registry.slots.get_mut(index) else {
             return;
         };
         if (slot.callback.is_none() || planted!(SecondCallbackInFlight)) && slot.mailbox.is_empty()
         {
+            // The deadlines follow: the callback's begins, and the answer's with a RESET.
+            if slot.callback.is_some() {
+                self.earliest.remove(callback_deadline(cx.config, slot));
+            }
             slot.callback = Some(cx.now);
+            self.earliest.add(callback_deadline(cx.config, slot));
             if event == Event::Reset {
+                if slot.reset_delivered.is_some() {
+                    self.earliest.remove(voter_deadline(cx.config, slot));
+                }
                 slot.reset_delivered = Some(cx.now);
+                self.earliest.add(voter_deadline(cx.config, slot));
             }
             let client = Registry::<C>::handle(cx.device, index, slot);
             cx.out.push(Output::Notify { client, event });
         } else {
-            if event == Event::Reset {
+            if event == Event::Reset && slot.reset_delivered.is_some() {
                 // I13: no answer deadline runs while the RESET cannot be answered.
+                self.earliest.remove(voter_deadline(cx.config, slot));
                 slot.reset_delivered = None;
             }
             slot.mailbox.put(event);
@@ -484,6 +516,11 @@ impl<const C: usize, const P: usize> Device<C, P> {
             }
             let client = Registry::<C>::handle(cx.device, index, slot);
             cx.out.push(Output::Notify { client, event });
+            // Its callback's deadline, and its RESET answer's if this is its RESET.
+            self.earliest.add(callback_deadline(cx.config, slot));
+            if event == Event::Reset {
+                self.earliest.add(voter_deadline(cx.config, slot));
+            }
         }
     }
 
@@ -491,6 +528,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
     /// addressed to it, and if a callback of its is in flight the owner is asked to fence
     /// it instead ([`Output::Fence`]), which removal then waits for.
     fn revoke<const Q: usize>(&mut self, cx: &mut Ctx<'_, Q>, index: usize, tell: bool) {
+        let before = self.deadlines_of(cx.config, index);
         let Some(slot) = self.registry.slot_mut(index) else {
             return;
         };
@@ -515,6 +553,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
         if was_voting {
             self.voter_left(true);
         }
+        self.slot_changed(cx.config, index, before);
         if newly && tell && !fence {
             self.notify(cx, index, Event::Revoked);
         }
@@ -536,6 +575,10 @@ impl<const C: usize, const P: usize> Device<C, P> {
                 continue;
             };
             if let ClientState::Active { role: r, fresh, .. } = &mut slot.state {
+                if *r == Role::Voting || role == Role::Voting {
+                    // A voter's answer deadline goes (or comes).
+                    self.earliest.invalidate();
+                }
                 *r = role;
                 if interface_stale {
                     *fresh = false;
@@ -545,12 +588,14 @@ impl<const C: usize, const P: usize> Device<C, P> {
     }
 
     fn free_slot<const Q: usize>(&mut self, cx: &mut Ctx<'_, Q>, index: usize) {
+        let before = self.deadlines_of(cx.config, index);
         if let Some(slot) = self.registry.slot_mut(index) {
             let client = Registry::<C>::handle(cx.device, index, slot);
             slot.free();
             self.registry.mark(index, false);
             cx.out.push(Output::ClientGone { client });
         }
+        self.slot_changed(cx.config, index, before);
     }
 
     // ---- device lifecycle ----------------------------------------------------------
@@ -1053,6 +1098,8 @@ impl<const C: usize, const P: usize> Device<C, P> {
                 if let Some(slot) = self.registry.slot_mut(index) {
                     slot.state = ClientState::Removed;
                 }
+                // Voters' deadlines go; removal's detach deadline comes.
+                self.earliest.invalidate();
                 self.notify(cx, index, Event::Removed { surprise });
             }
         }
@@ -1256,6 +1303,8 @@ impl<const C: usize, const P: usize> Device<C, P> {
             };
             if let ClientState::Active { role, .. } = &mut slot.state {
                 *role = Role::Voting;
+                // Its answer deadline begins when this cycle's RESET is delivered.
+                slot.reset_delivered = None;
                 voters += 1;
                 self.notify(cx, index, Event::Reset);
             }
@@ -1364,6 +1413,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
         if slot.mailbox.holds_reset() {
             return Err(Error::ResetNotDelivered);
         }
+        self.earliest.remove(voter_deadline(cx.config, slot));
         if let ClientState::Active { role, .. } = &mut slot.state {
             *role = Role::Acked;
         }
@@ -1515,12 +1565,14 @@ impl<const C: usize, const P: usize> Device<C, P> {
             return Ok(Unregistered::Already);
         }
         let was_voting = slot.is_voting();
+        let before = slot_deadlines(cx.config, slot);
         // Rule: after unregister returns, nothing more is addressed to the client.
         if !planted!(NotifyAfterUnregister) {
             slot.mailbox.clear();
         }
         if slot.in_flight() {
             slot.state = ClientState::Unregistered;
+            self.slot_changed(cx.config, index, before);
         } else {
             self.free_slot(cx, index);
         }
@@ -1547,6 +1599,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
         if slot.callback.is_none() {
             return Err(Error::NoCallbackInFlight);
         }
+        self.earliest.remove(callback_deadline(cx.config, slot));
         slot.callback = None;
         let deliver_anyway = planted!(NotifyAfterUnregister) && !slot.mailbox.is_empty();
         if slot.state == ClientState::Unregistered && !deliver_anyway {
@@ -1572,9 +1625,14 @@ impl<const C: usize, const P: usize> Device<C, P> {
         if !slot.fence_requested {
             return Err(Error::NoFenceRequested);
         }
+        let before = slot_deadlines(cx.config, slot);
         slot.fence_requested = false;
         slot.callback = None;
         slot.ops = 0;
+        self.slot_changed(cx.config, index, before);
+        let Some(slot) = self.registry.slots.get(index) else {
+            return Err(Error::UnknownClient);
+        };
         if slot.state == ClientState::Unregistered {
             self.free_slot(cx, index);
         }
@@ -1699,6 +1757,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
                     return Err(Error::TooManyOperations);
                 }
                 slot.ops += 1;
+                self.operations_changed();
             }
         }
         Ok(Reply::AccessGranted)
@@ -1720,7 +1779,9 @@ impl<const C: usize, const P: usize> Device<C, P> {
             return Err(Error::NoOperationInFlight);
         }
         slot.ops -= 1;
-        if slot.state == ClientState::Unregistered && !slot.in_flight() {
+        let free = slot.state == ClientState::Unregistered && !slot.in_flight();
+        self.operations_changed();
+        if free {
             self.free_slot(cx, index);
         }
         self.progress(cx);
@@ -1803,151 +1864,6 @@ impl<const C: usize, const P: usize> Device<C, P> {
         }
         Ok(())
     }
-
-    // ---- time --------------------------------------------------------------------------
-
-    /// The next time this device needs a [`Input::Timeout`], if it waits on a deadline:
-    /// the one place every deadline is computed (callbacks, `RESET` answers, detach).
-    pub(crate) fn next_deadline(&self, config: &Config) -> Option<Tick> {
-        let mut next: Option<Tick> = None;
-        let mut consider = |at: Option<Tick>| {
-            if let Some(at) = at {
-                next = Some(next.map_or(at, |n: Tick| n.min(at)));
-            }
-        };
-        for slot in self.registry.slots.iter() {
-            if planted!(NoCallbackDeadline) {
-                break;
-            }
-            if let (Some(since), false) = (slot.callback, slot.fence_requested) {
-                consider(due(since, config.callback_timeout));
-            }
-        }
-        let unfenced_ops = self.registry.slots.iter().any(unfenced_ops);
-        match self.phase {
-            Phase::Quiescing { draining, .. } => {
-                for slot in self.registry.slots.iter() {
-                    consider(voter_deadline(config, slot));
-                }
-                if let (Some(from), true) = (draining, unfenced_ops) {
-                    consider(due(from, config.operation_timeout));
-                }
-            }
-            Phase::Stopping { since, .. }
-            | Phase::PoweringDown {
-                since,
-                commanded: false,
-                ..
-            } if unfenced_ops => {
-                consider(due(since, config.operation_timeout));
-            }
-            Phase::Removing { deadline, .. }
-                if unfenced_ops
-                    || self
-                        .registry
-                        .slots
-                        .iter()
-                        .any(|s| s.state == ClientState::Removed) =>
-            {
-                consider(deadline);
-            }
-            _ => {}
-        }
-        next
-    }
-
-    /// Act on every deadline that `cx.now` has reached.
-    pub(crate) fn on_timeout<const Q: usize>(&mut self, cx: &mut Ctx<'_, Q>) {
-        let now = cx.now;
-        // Rule: a callback past its deadline counts like a missed RESET answer.
-        let mut escalate = false;
-        for index in 0..C {
-            let Some(slot) = self.registry.slot(index) else {
-                continue;
-            };
-            let overran = !slot.fence_requested
-                && slot
-                    .callback
-                    .is_some_and(|since| reached(now, due(since, cx.config.callback_timeout)));
-            if overran {
-                escalate |= slot.kind == ClientKind::Trusted
-                    && slot.is_active()
-                    && cx.config.trusted_policy == TrustedTimeoutPolicy::FailDevice;
-                self.revoke(cx, index, true);
-            }
-        }
-        match self.phase {
-            Phase::Quiescing { draining, .. } => {
-                // Rule: operations that outlast the reset's wait are revoked and fenced.
-                if draining.is_some_and(|from| reached(now, due(from, cx.config.operation_timeout)))
-                {
-                    self.fence_operations(cx);
-                }
-                // Rule (I13): a voter that does not answer RESET in time is revoked (or
-                // escalates); its time counts from the RESET's delivery.
-                for index in 0..C {
-                    let Some(slot) = self.registry.slot(index) else {
-                        continue;
-                    };
-                    if !reached(now, voter_deadline(cx.config, slot)) {
-                        continue;
-                    }
-                    match (slot.kind, cx.config.trusted_policy) {
-                        (ClientKind::Trusted, TrustedTimeoutPolicy::FailDevice) => escalate = true,
-                        _ => self.revoke(cx, index, true),
-                    }
-                }
-            }
-            Phase::Stopping { since, .. }
-            | Phase::PoweringDown {
-                since,
-                commanded: false,
-                ..
-            } if reached(now, due(since, cx.config.operation_timeout)) => {
-                // Rule: operations that outlast the stop's (or the power-down's) wait are
-                // revoked and fenced.
-                self.fence_operations(cx);
-            }
-            Phase::Removing { deadline, .. } if reached(now, deadline) => {
-                // Rule: `Removed` was their last event: they are fenced without another;
-                // whatever is still in flight is fenced before the teardown.
-                for index in 0..C {
-                    if self
-                        .registry
-                        .slot(index)
-                        .is_some_and(|s| s.state == ClientState::Removed || unfenced_ops(s))
-                    {
-                        self.revoke(cx, index, false);
-                    }
-                }
-            }
-            _ => {}
-        }
-        if escalate && matches!(self.phase, Phase::Running | Phase::Quiescing { .. }) {
-            self.fail_on_timeout(cx);
-        }
-        self.progress(cx);
-    }
-
-    /// Revoke and fence every client with a hardware operation in flight that is not
-    /// fenced yet: the stop or reset waited long enough.
-    fn fence_operations<const Q: usize>(&mut self, cx: &mut Ctx<'_, Q>) {
-        for index in 0..C {
-            if self.registry.slot(index).is_some_and(unfenced_ops) {
-                self.revoke(cx, index, true);
-            }
-        }
-    }
-
-    /// A trusted client missed a deadline under [`TrustedTimeoutPolicy::FailDevice`].
-    fn fail_on_timeout<const Q: usize>(&mut self, cx: &mut Ctx<'_, Q>) {
-        if matches!(self.phase, Phase::Quiescing { .. }) {
-            cx.cycle_finished(CycleOutcome::ClientTimedOut);
-        }
-        self.set_roles(Role::Idle, false);
-        self.fail(cx, Resources::Held, FailureCause::ClientMissedDeadline);
-        self.notify_active(cx, Event::DeviceFatal);
-    }
 }
 
 /// A veto a client can raise against a PnP query.
@@ -1957,47 +1873,6 @@ enum ClientVeto {
     Hold,
     /// Work that cannot pause: vetoes query stop.
     CannotPause,
-}
-
-/// Whether a slot holds hardware operations no fence has been asked for yet.
-fn unfenced_ops(slot: &Slot) -> bool {
-    slot.ops > 0 && !slot.fence_requested
-}
-
-/// When a voter must have answered `RESET`: its whole answer time after the `RESET` was
-/// delivered (I13). None for a non-voter, or while its `RESET` waits behind its own
-/// callback in flight (that callback's deadline runs instead).
-fn voter_deadline(config: &Config, slot: &Slot) -> Option<Tick> {
-    if !slot.is_voting() {
-        return None;
-    }
-    due(slot.reset_delivered?, ack_timeout(config, slot.kind))
-}
-
-/// When a wait of `ticks` begun at `from` ends; `None` if that is beyond the clock's range,
-/// so never reached. DESIGN r3 allows refusing such an input or carrying the deadline
-/// exactly; it is carried exactly (never saturated to something shorter), because the
-/// inputs that begin waits include surprise removal, remove, unload, time and hardware
-/// completions, which I11 forbids refusing for anything but the owner's own backlog.
-fn due(from: Tick, ticks: u64) -> Option<Tick> {
-    from.0.checked_add(ticks).map(Tick)
-}
-
-/// Whether the clock at `now` has reached `at` (never, for a deadline beyond its range).
-fn reached(now: Tick, at: Option<Tick>) -> bool {
-    at.is_some_and(|at| now >= at)
-}
-
-/// How long a voter of `kind` has to answer `RESET`.
-fn ack_timeout(config: &Config, kind: ClientKind) -> u64 {
-    let timeout = match kind {
-        ClientKind::Untrusted => config.untrusted_ack_timeout,
-        ClientKind::Trusted => config.trusted_ack_timeout,
-    };
-    if planted!(EarlyRevocation) {
-        return timeout / 2;
-    }
-    timeout
 }
 
 /// Answer a fatal error that a pending start, stop or removal held (if one did).
