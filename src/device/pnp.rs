@@ -1,0 +1,288 @@
+//! The PnP manager's requests that are not removal: add, port configuration, start, query
+//! and cancel stop, stop, query and cancel remove.
+
+use super::*;
+
+impl<const C: usize, const P: usize> Device<C, P> {
+    // ---- device lifecycle ----------------------------------------------------------
+
+    #[inline(never)]
+    pub(super) fn add<const Q: usize>(&mut self, cx: &mut Ctx<'_, Q>) -> Result<(), Error> {
+        if cx.unloading {
+            return Err(Error::Unloading);
+        }
+        self.set_phase(cx, Phase::Added);
+        Ok(())
+    }
+
+    #[inline(never)]
+    pub(super) fn configure_port(&mut self, port: PhysPort, caps: PortCaps) -> Result<(), Error> {
+        let slot = self
+            .ports
+            .get_mut(usize::from(port.0))
+            .ok_or(Error::NoSuchPort)?;
+        if slot.caps.is_some() {
+            return Err(Error::PortAlreadyConfigured);
+        }
+        slot.caps = Some(caps);
+        Ok(())
+    }
+
+    #[inline(never)]
+    pub(super) fn start<const Q: usize>(
+        &mut self,
+        cx: &mut Ctx<'_, Q>,
+        token: RequestToken,
+    ) -> Result<(), Error> {
+        self.set_phase(
+            cx,
+            Phase::Starting {
+                token,
+                fatal: false,
+            },
+        );
+        cx.hardware(HardwareCommand::Start);
+        Ok(())
+    }
+
+    #[inline(never)]
+    pub(super) fn start_done<const Q: usize>(
+        &mut self,
+        cx: &mut Ctx<'_, Q>,
+        result: StartResult,
+    ) -> Result<(), Error> {
+        let claimed = match result {
+            StartResult::FailedBeforeResources => Resources::None,
+            StartResult::Started | StartResult::FailedAfterResources => Resources::Held,
+        };
+        match self.phase {
+            Phase::Starting { token, fatal } => {
+                let (status, teardown) = match result {
+                    StartResult::Started => (Status::Success, Teardown::ShutdownAndRelease),
+                    _ => (Status::HardwareFailed, Teardown::of(claimed)),
+                };
+                cx.complete(token, status);
+                if cx.unloading {
+                    answer_deferred_fatal(cx, fatal, CycleOutcome::AbortedByRemove);
+                    return self.begin_removal(cx, None, teardown, None, false);
+                }
+                if result == StartResult::Started {
+                    self.set_phase(cx, Phase::Running);
+                    let epoch = self.epoch;
+                    self.notify_active(cx, Event::DeviceStarted { epoch });
+                    if fatal {
+                        // Rule: a fatal error during start is served as soon as it runs.
+                        self.serve_deferred_fatal(cx);
+                    }
+                } else {
+                    self.fail(cx, claimed, FailureCause::StartFailed);
+                    self.notify_active(cx, Event::DeviceFatal);
+                    answer_deferred_fatal(cx, fatal, CycleOutcome::HardwareFailed);
+                }
+                Ok(())
+            }
+            Phase::SurpriseRemoved {
+                in_flight: Some(HwOp::Start),
+                ..
+            } => {
+                self.set_phase(
+                    cx,
+                    Phase::SurpriseRemoved {
+                        resources: claimed,
+                        in_flight: None,
+                    },
+                );
+                Ok(())
+            }
+            Phase::Removing {
+                token,
+                deadline,
+                in_flight: Some(HwOp::Start),
+                ..
+            } => {
+                // Only a surprise removal leaves a start in flight during removal.
+                self.set_phase(
+                    cx,
+                    Phase::Removing {
+                        token,
+                        deadline,
+                        teardown: Teardown::of(claimed),
+                        in_flight: None,
+                    },
+                );
+                self.try_finish_removal(cx);
+                Ok(())
+            }
+            _ => Err(Error::NoHardwareCommandInFlight),
+        }
+    }
+
+    pub(super) fn query_stop<const Q: usize>(
+        &mut self,
+        cx: &mut Ctx<'_, Q>,
+        token: RequestToken,
+    ) -> Result<(), Error> {
+        let low_power = match self.phase {
+            Phase::Running => None,
+            // Rule (Power): query stop in a low-power state is answered as in D0; a reset
+            // waiting for the power-up vetoes it as a running cycle would.
+            Phase::LowPower { reset: true, .. } => {
+                return Err(Error::Vetoed(VetoReason::ResetInProgress))
+            }
+            Phase::LowPower { kind, reset: false } => Some(kind),
+            _ => return Err(self.refuse(InputKind::QueryStop)),
+        };
+        // Rule: a client that cannot pause vetoes query stop, naming why.
+        if self.registry.any_cannot_pause() {
+            return Err(Error::Vetoed(VetoReason::ClientCannotPause));
+        }
+        self.set_phase(
+            cx,
+            Phase::StopPending {
+                fatal: false,
+                low_power,
+            },
+        );
+        cx.complete(token, Status::Success);
+        Ok(())
+    }
+
+    pub(super) fn cancel_stop<const Q: usize>(
+        &mut self,
+        cx: &mut Ctx<'_, Q>,
+        token: RequestToken,
+    ) -> Result<(), Error> {
+        let Phase::StopPending { fatal, low_power } = self.phase else {
+            return Err(self.refuse(InputKind::CancelStop));
+        };
+        if let Some(kind) = low_power {
+            // Rule (Power): cancel stop returns to the low-power state it came from.
+            self.set_phase(cx, Phase::LowPower { kind, reset: false });
+            cx.complete(token, Status::Success);
+            return Ok(());
+        }
+        self.set_phase(cx, Phase::Running);
+        cx.complete(token, Status::Success);
+        if fatal {
+            self.serve_deferred_fatal(cx);
+        }
+        Ok(())
+    }
+
+    #[inline(never)]
+    pub(super) fn stop<const Q: usize>(
+        &mut self,
+        cx: &mut Ctx<'_, Q>,
+        token: RequestToken,
+    ) -> Result<(), Error> {
+        let Phase::StopPending { fatal, low_power } = self.phase else {
+            return Err(self.refuse(InputKind::Stop));
+        };
+        self.notify_active(cx, Event::DeviceStopped);
+        if low_power.is_some() {
+            // Rule (Power, I14): stopped from a low-power state: no operation can be in
+            // flight (drained at the power-down) and no register is touched; the
+            // resources are released and a restart powers the device up.
+            self.set_phase(cx, Phase::Stopped);
+            if !planted!(StopKeepsResources) {
+                cx.hardware(HardwareCommand::ReleaseResources);
+            }
+            cx.complete(token, Status::Success);
+            if cx.unloading {
+                let _ = self.begin_removal(cx, None, Teardown::Nothing, None, false);
+            }
+            return Ok(());
+        }
+        // Rule: the stop waits for hardware operations in flight (I12).
+        self.set_phase(
+            cx,
+            Phase::Stopping {
+                token,
+                since: cx.now,
+                fatal,
+            },
+        );
+        self.finish_stop_if_drained(cx);
+        Ok(())
+    }
+
+    /// Shut the hardware down and release it once no operation is in flight.
+    pub(super) fn finish_stop_if_drained<const Q: usize>(&mut self, cx: &mut Ctx<'_, Q>) {
+        let Phase::Stopping { token, fatal, .. } = self.phase else {
+            return;
+        };
+        if self.registry.ops_in_flight() && !planted!(StopWhileOperationInFlight) {
+            return;
+        }
+        answer_deferred_fatal(cx, fatal, CycleOutcome::FoldedIntoStop);
+        self.set_phase(cx, Phase::Stopped);
+        cx.hardware(HardwareCommand::Shutdown);
+        if !planted!(StopKeepsResources) {
+            cx.hardware(HardwareCommand::ReleaseResources);
+        }
+        cx.complete(token, Status::Success);
+        if cx.unloading {
+            // Unload waited for the stop: now it removes (nothing left to undo).
+            let _ = self.begin_removal(cx, None, Teardown::Nothing, None, false);
+        }
+    }
+
+    #[inline(never)]
+    pub(super) fn query_remove<const Q: usize>(
+        &mut self,
+        cx: &mut Ctx<'_, Q>,
+        token: RequestToken,
+    ) -> Result<(), Error> {
+        let prior = match self.phase {
+            Phase::Added => Prior::Added,
+            Phase::Running => Prior::Running,
+            Phase::Stopped => Prior::Stopped,
+            Phase::Failed { resources, cause } => Prior::Failed(resources, cause),
+            // Rule (Power): query remove in a low-power state is answered as in D0; a reset
+            // waiting for the power-up vetoes it as a running cycle would.
+            Phase::LowPower { reset: true, .. } => {
+                return Err(Error::Vetoed(VetoReason::ResetInProgress))
+            }
+            Phase::LowPower { kind, reset: false } => Prior::LowPower(kind),
+            _ => return Err(self.refuse(InputKind::QueryRemove)),
+        };
+        if self.registry.any_holding() && !planted!(QueryRemoveIgnoresHold) {
+            return Err(Error::Vetoed(VetoReason::ClientHoldsDevice));
+        }
+        self.set_phase(
+            cx,
+            Phase::RemovePending {
+                prior,
+                fatal: false,
+            },
+        );
+        cx.complete(token, Status::Success);
+        Ok(())
+    }
+
+    #[inline(never)]
+    pub(super) fn cancel_remove<const Q: usize>(
+        &mut self,
+        cx: &mut Ctx<'_, Q>,
+        token: RequestToken,
+    ) -> Result<(), Error> {
+        let Phase::RemovePending { prior, fatal } = self.phase else {
+            return Err(self.refuse(InputKind::CancelRemove));
+        };
+        self.set_phase(
+            cx,
+            match prior {
+                Prior::Added => Phase::Added,
+                Prior::Running => Phase::Running,
+                Prior::Stopped => Phase::Stopped,
+                Prior::Failed(resources, cause) => Phase::Failed { resources, cause },
+                Prior::LowPower(kind) => Phase::LowPower { kind, reset: false },
+            },
+        );
+        cx.complete(token, Status::Success);
+        if fatal {
+            self.serve_deferred_fatal(cx);
+        }
+        Ok(())
+    }
+}
