@@ -148,6 +148,21 @@ impl<const C: usize, const P: usize> Device<C, P> {
         self.slot_changed(cx.config, index, before);
     }
 
+    /// A voter answered, left or was revoked. Only a `CanRecover` answer leaves the
+    /// reset unneeded: a voter that answered `ResetExecute`, left or was revoked without
+    /// saying it can recover makes the reset run.
+    pub(super) fn voter_left(&mut self, needs_reset: bool) {
+        if let Phase::Quiescing {
+            voters,
+            reset_needed,
+            ..
+        } = &mut self.phase
+        {
+            *voters = voters.saturating_sub(1);
+            *reset_needed |= needs_reset;
+        }
+    }
+
     // ---- clients ---------------------------------------------------------------------
 
     #[inline(never)]

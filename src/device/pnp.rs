@@ -81,39 +81,8 @@ impl<const C: usize, const P: usize> Device<C, P> {
                 }
                 Ok(())
             }
-            Phase::SurpriseRemoved {
-                in_flight: Some(HwOp::Start),
-                ..
-            } => {
-                self.set_phase(
-                    cx,
-                    Phase::SurpriseRemoved {
-                        resources: claimed,
-                        in_flight: None,
-                    },
-                );
-                Ok(())
-            }
-            Phase::Removing {
-                token,
-                deadline,
-                in_flight: Some(HwOp::Start),
-                ..
-            } => {
-                // Only a surprise removal leaves a start in flight during removal.
-                self.set_phase(
-                    cx,
-                    Phase::Removing {
-                        token,
-                        deadline,
-                        teardown: Teardown::of(claimed),
-                        in_flight: None,
-                    },
-                );
-                self.try_finish_removal(cx);
-                Ok(())
-            }
-            _ => Err(Error::NoHardwareCommandInFlight),
+            // Only a surprise removal (or unload) leaves a start in flight then.
+            _ => self.hardware_done_after_removal(cx, HwOp::Start, Some(claimed), false),
         }
     }
 

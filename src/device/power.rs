@@ -134,7 +134,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
                 }
                 Ok(())
             }
-            _ => self.hardware_done_after_removal(cx, HwOp::PowerDown, false),
+            _ => self.hardware_done_after_removal(cx, HwOp::PowerDown, None, false),
         }
     }
 
@@ -188,6 +188,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
             return self.hardware_done_after_removal(
                 cx,
                 HwOp::PowerUp,
+                None,
                 result == PowerUpResult::Failed,
             );
         };
@@ -253,54 +254,6 @@ impl<const C: usize, const P: usize> Device<C, P> {
             }
         }
         Ok(())
-    }
-
-    /// A power command reports after the hardware vanished or removal began.
-    fn hardware_done_after_removal<const Q: usize>(
-        &mut self,
-        cx: &mut Ctx<'_, Q>,
-        op: HwOp,
-        failed: bool,
-    ) -> Result<(), Error> {
-        match self.phase {
-            Phase::SurpriseRemoved {
-                resources,
-                in_flight: Some(was),
-            } if was == op => {
-                self.set_phase(
-                    cx,
-                    Phase::SurpriseRemoved {
-                        resources,
-                        in_flight: None,
-                    },
-                );
-                Ok(())
-            }
-            Phase::Removing {
-                token,
-                deadline,
-                teardown,
-                in_flight: Some(was),
-            } if was == op => {
-                let teardown = if failed {
-                    teardown.without_registers()
-                } else {
-                    teardown
-                };
-                self.set_phase(
-                    cx,
-                    Phase::Removing {
-                        token,
-                        deadline,
-                        teardown,
-                        in_flight: None,
-                    },
-                );
-                self.try_finish_removal(cx);
-                Ok(())
-            }
-            _ => Err(Error::NoHardwareCommandInFlight),
-        }
     }
 
     /// An access while the device is (going) down: it waits for a power-up (one begins

@@ -294,4 +294,58 @@ impl<const C: usize, const P: usize> Device<C, P> {
         self.set_phase(cx, Phase::Absent);
         self.ports = [Port::UNCONFIGURED; P];
     }
+
+    /// A hardware command reports after the hardware vanished or removal began (a start,
+    /// a reset or a power command that was in flight): removal no longer waits for it.
+    /// `claimed` is what a start reports it claimed (the teardown follows it); a `failed`
+    /// power command leaves registers untouched. I11: a hardware completion is accepted
+    /// whatever clients do; I12: the teardown waited for it.
+    pub(super) fn hardware_done_after_removal<const Q: usize>(
+        &mut self,
+        cx: &mut Ctx<'_, Q>,
+        op: HwOp,
+        claimed: Option<Resources>,
+        failed: bool,
+    ) -> Result<(), Error> {
+        match self.phase {
+            Phase::SurpriseRemoved {
+                resources,
+                in_flight: Some(was),
+            } if was == op => {
+                self.set_phase(
+                    cx,
+                    Phase::SurpriseRemoved {
+                        resources: claimed.unwrap_or(resources),
+                        in_flight: None,
+                    },
+                );
+                Ok(())
+            }
+            Phase::Removing {
+                token,
+                deadline,
+                teardown,
+                in_flight: Some(was),
+            } if was == op => {
+                let teardown = claimed.map_or(teardown, Teardown::of);
+                let teardown = if failed {
+                    teardown.without_registers()
+                } else {
+                    teardown
+                };
+                self.set_phase(
+                    cx,
+                    Phase::Removing {
+                        token,
+                        deadline,
+                        teardown,
+                        in_flight: None,
+                    },
+                );
+                self.try_finish_removal(cx);
+                Ok(())
+            }
+            _ => Err(Error::NoHardwareCommandInFlight),
+        }
+    }
 }

@@ -165,21 +165,6 @@ impl<const C: usize, const P: usize> Device<C, P> {
         self.execute_if_quiesced(cx);
     }
 
-    /// A voter answered, left or was revoked. Only a `CanRecover` answer leaves the
-    /// reset unneeded: a voter that answered `ResetExecute`, left or was revoked without
-    /// saying it can recover makes the reset run.
-    pub(super) fn voter_left(&mut self, needs_reset: bool) {
-        if let Phase::Quiescing {
-            voters,
-            reset_needed,
-            ..
-        } = &mut self.phase
-        {
-            *voters = voters.saturating_sub(1);
-            *reset_needed |= needs_reset;
-        }
-    }
-
     /// Once every voter answered, left or was revoked: end the cycle without a reset if
     /// every voter could recover; otherwise, once no hardware operation is in flight (or
     /// every one is fenced), command the hardware reset.
@@ -273,38 +258,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
     ) -> Result<(), Error> {
         let then = match self.phase {
             Phase::Executing { then } => then,
-            Phase::SurpriseRemoved {
-                resources,
-                in_flight: Some(HwOp::Reset),
-            } => {
-                self.set_phase(
-                    cx,
-                    Phase::SurpriseRemoved {
-                        resources,
-                        in_flight: None,
-                    },
-                );
-                return Ok(());
-            }
-            Phase::Removing {
-                token,
-                deadline,
-                teardown,
-                in_flight: Some(HwOp::Reset),
-            } => {
-                self.set_phase(
-                    cx,
-                    Phase::Removing {
-                        token,
-                        deadline,
-                        teardown,
-                        in_flight: None,
-                    },
-                );
-                self.try_finish_removal(cx);
-                return Ok(());
-            }
-            _ => return Err(Error::NoHardwareCommandInFlight),
+            _ => return self.hardware_done_after_removal(cx, HwOp::Reset, None, false),
         };
         let succeeded = result == ResetResult::Succeeded;
         if succeeded {
