@@ -41,6 +41,8 @@ impl<const C: usize, const P: usize> Device<C, P> {
                 self.earliest.remove(voter_deadline(cx.config, slot));
                 slot.reset_delivered = None;
             }
+            // I11: bounded by construction (a newer link state replaces an older one,
+            // `Removed`/`Revoked` replace everything): no client can fill it.
             slot.mailbox.put(event);
         }
     }
@@ -137,6 +139,9 @@ impl<const C: usize, const P: usize> Device<C, P> {
         }
     }
 
+    /// Free a slot whose client is gone for good (unregistered with nothing in flight, or
+    /// force-detached at the end of removal): [`Output::ClientGone`], and the slot's generation
+    /// moves on so old handles go stale (I1).
     pub(super) fn free_slot<const Q: usize>(&mut self, cx: &mut Ctx<'_, Q>, index: usize) {
         let before = self.deadlines_of(cx.config, index);
         if let Some(slot) = self.registry.slot_mut(index) {
@@ -165,6 +170,9 @@ impl<const C: usize, const P: usize> Device<C, P> {
 
     // ---- clients ---------------------------------------------------------------------
 
+    /// [`Input::Register`]: a new client takes the lowest free slot. During a cycle it joins
+    /// without voting and hears `RESET_END` with the rest; refused while unloading or when a
+    /// removal waits behind the reset.
     #[inline(never)]
     pub(super) fn register<const Q: usize>(
         &mut self,
@@ -202,6 +210,9 @@ impl<const C: usize, const P: usize> Device<C, P> {
         })
     }
 
+    /// [`Input::Unregister`]: nothing more is addressed to the client (I1); its slot frees once
+    /// its callback, operations and fence are over. A voter that leaves makes the reset run.
+    /// Answered `Already` for a handle of a client that is gone.
     #[inline(never)]
     pub(super) fn unregister<const Q: usize>(
         &mut self,
@@ -218,7 +229,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
         }
         let was_voting = slot.is_voting();
         let before = slot_deadlines(cx.config, slot);
-        // Rule: after unregister returns, nothing more is addressed to the client.
+        // I1: after unregister returns, nothing more is addressed to the client.
         if !planted!(NotifyAfterUnregister) {
             slot.mailbox.clear();
         }
@@ -245,7 +256,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
         let index = self.registry.current(client)?;
         let slot = self.registry.slot_mut(index).ok_or(Error::UnknownClient)?;
         if slot.fence_requested {
-            // Rule: once a fence is asked for, only the fence ends the wait.
+            // I12: once a fence is asked for, only the fence ends the wait.
             return Ok(());
         }
         if slot.callback.is_none() {
@@ -266,6 +277,8 @@ impl<const C: usize, const P: usize> Device<C, P> {
         Ok(())
     }
 
+    /// [`Input::FenceDone`]: the owner fenced a revoked client: its callback and operations are
+    /// over, and a stop, reset or removal waiting for them goes on (I12).
     #[inline(never)]
     pub(super) fn fence_done<const Q: usize>(
         &mut self,
@@ -304,6 +317,8 @@ impl<const C: usize, const P: usize> Device<C, P> {
         Ok(self.epoch)
     }
 
+    /// [`Input::Bind`]: the client binds to ports of one protocol (a mixed binding is refused,
+    /// naming both protocols).
     #[inline(never)]
     pub(super) fn bind(&mut self, client: ClientHandle, ports: PortSet) -> Result<(), Error> {
         let index = self.registry.active(client)?;
@@ -368,6 +383,10 @@ impl<const C: usize, const P: usize> Device<C, P> {
         Ok(())
     }
 
+    /// [`Input::Access`]: grant a client's access at its current epoch while the device runs
+    /// (a voter may still access during quiescing). A hardware operation stays in flight until
+    /// [`Input::AccessDone`]; in a low-power state the access waits for (or is refused by) the
+    /// power state (I14).
     #[inline(never)]
     pub(super) fn access<const Q: usize>(
         &mut self,
@@ -390,7 +409,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
         match (self.phase, role) {
             (Phase::Running, _) | (Phase::Quiescing { .. }, Role::Voting) => {}
             (Phase::Quiescing { .. }, _) => return Err(Error::ResetInProgress),
-            // Rule (Power, I14): no access is granted in a low-power state: after an idle
+            // I14 (Power): no access is granted in a low-power state: after an idle
             // power-down it brings the device back first, in system sleep it is refused.
             (Phase::LowPower { .. } | Phase::PoweringDown { .. } | Phase::PoweringUp { .. }, _)
                 if !planted!(OperationGrantedInDx) =>
@@ -407,7 +426,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
                     .and_then(|p| p.caps)
                     .ok_or(Error::NoSuchPort)?;
             }
-            // Rule: a hardware operation is bracketed: in flight until `AccessDone`.
+            // I12: a hardware operation is bracketed: in flight until `AccessDone`.
             Access::HardwareOp => {
                 let slot = self.registry.slot_mut(index).ok_or(Error::UnknownClient)?;
                 if slot.ops >= OPS_PER_CLIENT {
@@ -420,6 +439,8 @@ impl<const C: usize, const P: usize> Device<C, P> {
         Ok(Reply::AccessGranted)
     }
 
+    /// [`Input::AccessDone`]: a hardware operation ended; a stop, reset, power-down or removal
+    /// waiting for operations may go on (I12).
     #[inline(never)]
     pub(super) fn access_done<const Q: usize>(
         &mut self,
@@ -429,7 +450,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
         let index = self.registry.current(client)?;
         let slot = self.registry.slot_mut(index).ok_or(Error::UnknownClient)?;
         if slot.fence_requested {
-            // Rule: once a fence is asked for, only the fence ends the wait.
+            // I12: once a fence is asked for, only the fence ends the wait.
             return Ok(());
         }
         if slot.ops == 0 {

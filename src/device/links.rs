@@ -5,6 +5,9 @@ use super::*;
 impl<const C: usize, const P: usize> Device<C, P> {
     // ---- links -------------------------------------------------------------------------
 
+    /// [`Input::LinkChanged`]: a port's link state changed: every active client bound to it is
+    /// told (a newer state replaces an older one still waiting in its mailbox, I11); after
+    /// `DeviceFatal` nothing but `Removed`/`Revoked` follows (I4).
     #[inline(never)]
     pub(super) fn link_changed<const Q: usize>(
         &mut self,
@@ -21,7 +24,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
             return Ok(());
         }
         entry.link = state;
-        // Rule (I4): after `DeviceFatal` only `Removed` or `Revoked` follow (a failed
+        // I4: after `DeviceFatal` only `Removed` or `Revoked` follow (a failed
         // device, or one whose remove is pending from failed).
         if self.failure().is_some() {
             return Ok(());

@@ -34,6 +34,7 @@ pub(crate) struct Ctx<'a, const Q: usize> {
 }
 
 impl<const Q: usize> Ctx<'_, Q> {
+    /// Command the hardware.
     fn hardware(&mut self, command: HardwareCommand) {
         debug!("device {} hardware {}", self.device.0, command);
         self.out.push(Output::Hardware {
@@ -42,6 +43,7 @@ impl<const Q: usize> Ctx<'_, Q> {
         });
     }
 
+    /// Complete a PnP request (exactly once per accepted token, I5).
     fn complete(&mut self, token: RequestToken, status: Status) {
         self.out.push(Output::Complete {
             device: self.device,
@@ -50,6 +52,7 @@ impl<const Q: usize> Ctx<'_, Q> {
         });
     }
 
+    /// Report the end of a reset cycle (one per cycle owed, I8).
     fn cycle_finished(&mut self, outcome: CycleOutcome) {
         debug!("device {} cycle finished {}", self.device.0, outcome);
         self.out.push(Output::ResetCycleFinished {
@@ -58,6 +61,7 @@ impl<const Q: usize> Ctx<'_, Q> {
         });
     }
 
+    /// The deadline `after` ticks from now (`None`: beyond the clock's range).
     fn deadline(&self, after: u64) -> Option<Tick> {
         due(self.now, after)
     }
@@ -78,6 +82,7 @@ pub(crate) struct Device<const C: usize, const P: usize> {
 }
 
 impl<const C: usize, const P: usize> Device<C, P> {
+    /// An absent device with no client.
     pub(crate) const fn new() -> Self {
         Device {
             phase: Phase::Absent,
@@ -144,6 +149,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
         });
     }
 
+    /// The typed refusal of `input` in the current phase (I10).
     fn refuse(&self, input: InputKind) -> Error {
         Error::InvalidState {
             phase: self.phase.kind(),

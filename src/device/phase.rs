@@ -41,6 +41,7 @@ value_type! {
 }
 
 impl Teardown {
+    /// What removal releases for `resources` claimed.
     pub(super) const fn of(resources: Resources) -> Teardown {
         match resources {
             Resources::None => Teardown::Nothing,

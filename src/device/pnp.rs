@@ -6,6 +6,7 @@ use super::*;
 impl<const C: usize, const P: usize> Device<C, P> {
     // ---- device lifecycle ----------------------------------------------------------
 
+    /// [`Input::AddDevice`]: the device exists, not started (refused while unloading).
     #[inline(never)]
     pub(super) fn add<const Q: usize>(&mut self, cx: &mut Ctx<'_, Q>) -> Result<(), Error> {
         if cx.unloading {
@@ -15,6 +16,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
         Ok(())
     }
 
+    /// [`Input::ConfigurePort`]: a port's capabilities, once.
     #[inline(never)]
     pub(super) fn configure_port(&mut self, port: PhysPort, caps: PortCaps) -> Result<(), Error> {
         let slot = self
@@ -28,6 +30,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
         Ok(())
     }
 
+    /// [`Input::Start`]: command the hardware start; the request completes when it reports.
     #[inline(never)]
     pub(super) fn start<const Q: usize>(
         &mut self,
@@ -45,6 +48,9 @@ impl<const C: usize, const P: usize> Device<C, P> {
         Ok(())
     }
 
+    /// [`Input::StartDone`]: the start reported. Started: running, clients told
+    /// `DeviceStarted` (and a fatal error held meanwhile is served). Failed: failed with what it
+    /// claimed. After a surprise removal or during removal, only what removal releases changes.
     #[inline(never)]
     pub(super) fn start_done<const Q: usize>(
         &mut self,
@@ -71,7 +77,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
                     let epoch = self.epoch;
                     self.notify_active(cx, Event::DeviceStarted { epoch });
                     if fatal {
-                        // Rule: a fatal error during start is served as soon as it runs.
+                        // I8: a fatal error during start is served as soon as it runs.
                         self.serve_deferred_fatal(cx);
                     }
                 } else {
@@ -86,6 +92,8 @@ impl<const C: usize, const P: usize> Device<C, P> {
         }
     }
 
+    /// [`Input::QueryStop`]: accepted unless a client cannot pause (a veto naming why) or a
+    /// reset waits for a power-up.
     pub(super) fn query_stop<const Q: usize>(
         &mut self,
         cx: &mut Ctx<'_, Q>,
@@ -116,6 +124,8 @@ impl<const C: usize, const P: usize> Device<C, P> {
         Ok(())
     }
 
+    /// [`Input::CancelStop`]: back to where the query stop found the device; a fatal error held
+    /// meanwhile is served.
     pub(super) fn cancel_stop<const Q: usize>(
         &mut self,
         cx: &mut Ctx<'_, Q>,
@@ -138,6 +148,8 @@ impl<const C: usize, const P: usize> Device<C, P> {
         Ok(())
     }
 
+    /// [`Input::Stop`]: clients told `DeviceStopped`; the hardware is shut down and released
+    /// once no operation is in flight (I12).
     #[inline(never)]
     pub(super) fn stop<const Q: usize>(
         &mut self,
@@ -149,7 +161,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
         };
         self.notify_active(cx, Event::DeviceStopped);
         if low_power.is_some() {
-            // Rule (Power, I14): stopped from a low-power state: no operation can be in
+            // I14 (Power): stopped from a low-power state: no operation can be in
             // flight (drained at the power-down) and no register is touched; the
             // resources are released and a restart powers the device up.
             self.set_phase(cx, Phase::Stopped);
@@ -162,7 +174,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
             }
             return Ok(());
         }
-        // Rule: the stop waits for hardware operations in flight (I12).
+        // I12: the stop waits for hardware operations in flight.
         self.set_phase(
             cx,
             Phase::Stopping {
@@ -196,6 +208,8 @@ impl<const C: usize, const P: usize> Device<C, P> {
         }
     }
 
+    /// [`Input::QueryRemove`]: accepted unless a client holds the device (a veto naming why) or
+    /// a reset waits for a power-up; cancel remove restores exactly the state it found.
     #[inline(never)]
     pub(super) fn query_remove<const Q: usize>(
         &mut self,
@@ -229,6 +243,8 @@ impl<const C: usize, const P: usize> Device<C, P> {
         Ok(())
     }
 
+    /// [`Input::CancelRemove`]: restore the state the query remove found; a fatal error held
+    /// meanwhile is served.
     #[inline(never)]
     pub(super) fn cancel_remove<const Q: usize>(
         &mut self,

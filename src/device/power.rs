@@ -91,7 +91,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
         else {
             return;
         };
-        // Rule (Power, I12): no power-down while an operation is in flight.
+        // I12 (Power): no power-down while an operation is in flight.
         if *commanded || self.registry.ops_in_flight() {
             return;
         }
@@ -217,7 +217,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
                     self.serve_deferred_fatal(cx);
                 }
             }
-            // Rule (Power): a lost-state power-up ends like a completed reset: epoch + 1,
+            // I6 (Power): a lost-state power-up ends like a completed reset: epoch + 1,
             // clients told and re-acquire; it serves a reset that waited for it.
             PowerUpResult::LostState if self.epoch.0 < u32::MAX => {
                 self.epoch = Epoch(self.epoch.0 + 1);
@@ -263,7 +263,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
         cx: &mut Ctx<'_, Q>,
     ) -> Result<Reply, Error> {
         match self.phase {
-            // Rule (Power): an access in an idle Dx brings the device back first.
+            // I14 (Power): an access in an idle Dx brings the device back first.
             Phase::LowPower {
                 kind: PowerDownKind::Idle,
                 reset,
@@ -281,7 +281,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
                 *wake = true;
                 Ok(Reply::AccessWaitsForPowerUp)
             }
-            // Rule (Power): refused with a named reason in system sleep.
+            // I14 (Power): refused with a named reason in system sleep.
             Phase::LowPower { kind, .. } | Phase::PoweringDown { kind, .. } => {
                 Err(Error::Suspended { kind })
             }
@@ -354,7 +354,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
             Phase::PoweringDown {
                 commanded: false, ..
             } => (Teardown::ShutdownAndRelease, None),
-            // Rule (Power): remove from Dx releases resources without powering up.
+            // I14 (Power): remove from Dx releases resources without powering up.
             Phase::PoweringDown {
                 commanded: true, ..
             }

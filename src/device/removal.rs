@@ -5,6 +5,8 @@ use super::*;
 
 impl<const C: usize, const P: usize> Device<C, P> {
     /// An explicit remove (`token` given) or the removal that driver unload implies.
+    /// I11: accepted in every present state whatever clients do (the table admits it
+    /// everywhere but while starting; a remove already attached is the owner's error).
     #[inline(never)]
     pub(crate) fn remove<const Q: usize>(
         &mut self,
@@ -17,7 +19,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
             Phase::StopPending { fatal, low_power } => {
                 answer_deferred_fatal(cx, fatal, CycleOutcome::AbortedByRemove);
                 match low_power {
-                    // Rule (Power, I14): from a low-power state, no register is touched.
+                    // I14 (Power): from a low-power state, no register is touched.
                     Some(_) => Teardown::Release,
                     None => Teardown::ShutdownAndRelease,
                 }
@@ -33,7 +35,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
                     Prior::Added | Prior::Stopped => Teardown::Nothing,
                     Prior::Running => Teardown::ShutdownAndRelease,
                     Prior::Failed(resources, _) => Teardown::of(resources),
-                    // Rule (Power, I14): remove from Dx releases without powering up.
+                    // I14 (Power): remove from Dx releases without powering up.
                     Prior::LowPower(_) => self.low_power_teardown(),
                 }
             }
@@ -99,6 +101,9 @@ impl<const C: usize, const P: usize> Device<C, P> {
         self.begin_removal(cx, token, teardown, None, false)
     }
 
+    /// [`Input::SurpriseRemoval`]: the hardware is gone. Accepted in every present state
+    /// whatever clients do (I11): whatever waited on the hardware ends, clients are told
+    /// `Removed`, and the device waits for the remove without touching registers.
     #[inline(never)]
     pub(super) fn surprise_removal<const Q: usize>(
         &mut self,
@@ -116,7 +121,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
                 answer_deferred_fatal(cx, fatal, CycleOutcome::AbortedBySurpriseRemoval);
                 (Resources::Held, None)
             }
-            // Rule (Power): surprise removal in Dx touches nothing and repeats no
+            // I11, I14 (Power): surprise removal in Dx touches nothing and repeats no
             // power-down step; a power command in flight must report before teardown.
             Phase::PoweringDown { .. } | Phase::LowPower { .. } | Phase::PoweringUp { .. } => {
                 if planted!(HardwareCommandInDx) && matches!(self.phase, Phase::LowPower { .. }) {
@@ -232,6 +237,8 @@ impl<const C: usize, const P: usize> Device<C, P> {
         }
     }
 
+    /// Begin removal: clients are told `Removed` and have the detach deadline to go; the
+    /// teardown waits for every callback, operation and fence (I9, I12).
     pub(super) fn begin_removal<const Q: usize>(
         &mut self,
         cx: &mut Ctx<'_, Q>,
@@ -271,6 +278,8 @@ impl<const C: usize, const P: usize> Device<C, P> {
         else {
             return;
         };
+        // I12: no removal teardown while a callback, hardware operation or fence of any
+        // client is in flight; I9: the detach deadline revokes whoever does not go.
         if !self.registry.drained() {
             return;
         }

@@ -14,7 +14,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
         cx: &mut Ctx<'_, Q>,
     ) -> Result<FatalAnswer, Error> {
         match self.phase {
-            // Rule: served by a cycle as soon as the state allows.
+            // I8: served by a cycle as soon as the state allows.
             Phase::Running | Phase::Quiescing { .. } => match self.request_reset(cx) {
                 Ok(answer) => Ok(FatalAnswer::Served(answer)),
                 Err(_) => {
@@ -23,7 +23,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
                     Ok(FatalAnswer::DeviceFailed)
                 }
             },
-            // Rule: folded into the removal under way.
+            // I8: folded into the removal under way.
             Phase::Executing {
                 then: AfterReset::Remove(_),
             } => Ok(FatalAnswer::FoldedIntoRemoval),
@@ -33,7 +33,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
                 // No follow-up fits in the epoch: the reset in flight serves it.
                 Err(_) => Ok(FatalAnswer::Served(ResetAnswer::Joined)),
             },
-            // Rule: a pending start, stop or remove defers it; its end answers it.
+            // I8: a pending start, stop or remove defers it; its end answers it.
             Phase::Starting { ref mut fatal, .. }
             | Phase::StopPending {
                 ref mut fatal,
@@ -47,13 +47,13 @@ impl<const C: usize, const P: usize> Device<C, P> {
                 *fatal = !planted!(LoseDeferredFatal);
                 Ok(FatalAnswer::Deferred)
             }
-            // Rule (Power): during a power transition a cycle serves it after the power-up
+            // I8 (Power): during a power transition a cycle serves it after the power-up
             // (an idle power-down is ended for it).
             Phase::PoweringDown { .. } | Phase::PoweringUp { .. } => {
                 self.reset_after_power_up(cx);
                 Ok(FatalAnswer::Served(ResetAnswer::AfterPowerUp))
             }
-            // Rule: where the hardware is not live, answered with a named reason.
+            // I8: where the hardware is not live, answered with a named reason.
             Phase::LowPower { .. } | Phase::StopPending { .. } => {
                 Ok(FatalAnswer::HardwareNotLive(self.phase.kind()))
             }
@@ -85,6 +85,9 @@ impl<const C: usize, const P: usize> Device<C, P> {
 
     // ---- the reset cycle -----------------------------------------------------------
 
+    /// A reset request (from a client or a fatal error): begin a cycle, join the running one,
+    /// schedule one follow-up after the reset in flight, or wait for the power-up; refused when
+    /// the epoch cannot move on.
     pub(super) fn request_reset<const Q: usize>(
         &mut self,
         cx: &mut Ctx<'_, Q>,
@@ -120,7 +123,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
                     }
                 }
             }
-            // Rule (Power): a reset requested in Dx is served after the power-up.
+            // I8 (Power): a reset requested in Dx is served after the power-up.
             Phase::PoweringDown { .. } | Phase::LowPower { .. } | Phase::PoweringUp { .. } => {
                 if self.epoch.0 == u32::MAX {
                     return Err(Error::EpochExhausted);
@@ -190,7 +193,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
             return;
         };
         if !reset_needed {
-            // Rule: every voter can recover: the cycle ends without a reset, same epoch.
+            // I3: every voter can recover: the cycle ends without a reset, same epoch.
             self.set_roles(Role::Idle, false);
             let epoch = self.epoch;
             self.set_phase(cx, Phase::Running);
@@ -199,7 +202,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
             self.sleep_if_deferred(cx);
             return;
         }
-        // Rule: no hardware reset while an operation is in flight (I12).
+        // I12: no hardware reset while an operation is in flight.
         if self.registry.ops_in_flight() && !planted!(ResetBeforeFence) {
             if draining.is_none() {
                 self.set_phase(
@@ -250,6 +253,9 @@ impl<const C: usize, const P: usize> Device<C, P> {
         Ok(())
     }
 
+    /// [`Input::ResetDone`]: the hardware reset reported. Succeeded: the epoch moves on, clients
+    /// are told `RESET_END` (I6) and the cycle completes (or a removal or follow-up cycle
+    /// begins). Failed: the device fails and clients are told `DeviceFatal`.
     #[inline(never)]
     pub(super) fn reset_done<const Q: usize>(
         &mut self,
