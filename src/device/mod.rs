@@ -106,8 +106,8 @@ impl<const C: usize, const P: usize> Device<C, P> {
         }
     }
 
-    /// Every state change goes through here, with a trace line. A system sleep deferred
-    /// by a reset cycle is completed here if the cycle ends anywhere but running.
+    /// Every state change goes through here: it records the phase, with a trace line (and
+    /// notes that the phase's own deadline may have moved).
     fn set_phase<const Q: usize>(&mut self, cx: &mut Ctx<'_, Q>, phase: Phase) {
         if phase.kind() != self.phase.kind() {
             debug!(
@@ -123,15 +123,6 @@ impl<const C: usize, const P: usize> Device<C, P> {
         if waited || self.phase_waits() {
             self.earliest.invalidate();
         }
-        let settled = match phase.kind() {
-            PhaseKind::Quiescing | PhaseKind::Executing | PhaseKind::Running => None,
-            PhaseKind::Failed => Some(Status::HardwareFailed),
-            _ => Some(Status::DeviceGone),
-        };
-        if let (Some(status), Some(token)) = (settled, self.sleep_after_cycle) {
-            self.sleep_after_cycle = None;
-            cx.complete(token, status);
-        }
     }
 
     /// The device failed for `cause`: say so to the owner (Windows reports
@@ -143,6 +134,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
         cause: FailureCause,
     ) {
         self.set_phase(cx, Phase::Failed { resources, cause });
+        self.end_deferred_sleep(cx);
         cx.out.push(Output::DeviceFailed {
             device: cx.device,
             cause,

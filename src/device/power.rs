@@ -10,7 +10,7 @@
 
 use super::{Ctx, Device, HwOp, Phase, Resources, Teardown};
 use crate::registry::Role;
-use crate::table::InputKind;
+use crate::table::{InputKind, PhaseKind};
 use crate::types::*;
 
 impl<const C: usize, const P: usize> Device<C, P> {
@@ -107,6 +107,20 @@ impl<const C: usize, const P: usize> Device<C, P> {
         }
         if let Some(token) = self.sleep_after_cycle.take() {
             self.begin_power_down(cx, PowerDownKind::SystemSleep, token);
+        }
+    }
+
+    /// A reset cycle that held a system sleep ended anywhere but running (the device
+    /// failed, vanished or is being removed): the sleep request completes with that
+    /// ending's status (I5).
+    pub(super) fn end_deferred_sleep<const Q: usize>(&mut self, cx: &mut Ctx<'_, Q>) {
+        let status = match self.phase.kind() {
+            PhaseKind::Quiescing | PhaseKind::Executing | PhaseKind::Running => return,
+            PhaseKind::Failed => Status::HardwareFailed,
+            _ => Status::DeviceGone,
+        };
+        if let Some(token) = self.sleep_after_cycle.take() {
+            cx.complete(token, status);
         }
     }
 

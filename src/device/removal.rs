@@ -220,6 +220,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
                 in_flight,
             },
         );
+        self.end_deferred_sleep(cx);
         Ok(())
     }
 
@@ -262,6 +263,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
                 in_flight,
             },
         );
+        self.end_deferred_sleep(cx);
         self.try_finish_removal(cx);
         Ok(())
     }
