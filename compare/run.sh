@@ -18,7 +18,7 @@ skip() { printf 'SKIPPED: %s\n' "$*"; }
 
 REPS="${REPS:-7}"
 CLIENTS=(1 4 16 64)
-IMPLS=(statig naive pnp)
+IMPLS=(statig naive pnp pnp-pt)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
@@ -80,12 +80,15 @@ if [ $have_valgrind = 1 ]; then
   echo "instructions: callgrind, (Ir(101 rounds) - Ir(1 round)) / 100;" \
     "wall: median of $REPS interleaved runs, ns a cycle"
   echo
-  echo "| clients | statig | naive | pnp | pnp/statig | wall statig | wall naive | wall pnp | wall pnp/statig |"
-  echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+  echo "pnp+poll: the owner also asks poll_timeout after every drain (the README's owner loop)"
+  echo
+  echo "| clients | statig | naive | pnp | pnp/statig | pnp+poll | pnp+poll/statig | wall statig | wall naive | wall pnp | wall pnp/statig | wall pnp+poll |"
+  echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
   for n in "${CLIENTS[@]}"; do
     echo "| $n | $(num "${INS[statig,$n]}") | $(num "${INS[naive,$n]}") | $(num "${INS[pnp,$n]}")" \
-      "| $(ratio "${INS[pnp,$n]}" "${INS[statig,$n]}") | ${WALL[statig,$n]} ns | ${WALL[naive,$n]} ns" \
-      "| ${WALL[pnp,$n]} ns | $(ratio "${WALL[pnp,$n]}" "${WALL[statig,$n]}") |"
+      "| $(ratio "${INS[pnp,$n]}" "${INS[statig,$n]}") | $(num "${INS[pnp-pt,$n]}")" \
+      "| $(ratio "${INS[pnp-pt,$n]}" "${INS[statig,$n]}") | ${WALL[statig,$n]} ns | ${WALL[naive,$n]} ns" \
+      "| ${WALL[pnp,$n]} ns | $(ratio "${WALL[pnp,$n]}" "${WALL[statig,$n]}") | ${WALL[pnp-pt,$n]} ns |"
   done
   echo
   echo "query stop + cancel stop (pnp, outputs drained): ${INS[qs]} instructions, ${WALL[qs]} ns (target <= 120 instructions)"
@@ -94,11 +97,11 @@ if [ $have_valgrind = 1 ]; then
 else
   echo "wall: median of $REPS interleaved runs, ns a cycle"
   echo
-  echo "| clients | wall statig | wall naive | wall pnp | wall pnp/statig |"
-  echo "|---:|---:|---:|---:|---:|"
+  echo "| clients | wall statig | wall naive | wall pnp | wall pnp/statig | wall pnp+poll |"
+  echo "|---:|---:|---:|---:|---:|---:|"
   for n in "${CLIENTS[@]}"; do
     echo "| $n | ${WALL[statig,$n]} ns | ${WALL[naive,$n]} ns | ${WALL[pnp,$n]} ns" \
-      "| $(ratio "${WALL[pnp,$n]}" "${WALL[statig,$n]}") |"
+      "| $(ratio "${WALL[pnp,$n]}" "${WALL[statig,$n]}") | ${WALL[pnp-pt,$n]} ns |"
   done
   echo
   echo "query stop + cancel stop (pnp): ${WALL[qs]} ns; 64 slots, 1 client: ${WALL[slots64]} ns vs 1 slot: ${WALL[pnp,1]} ns"

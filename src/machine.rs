@@ -271,8 +271,7 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Lifecycle<D
                 unloading: true,
                 out: &mut self.outputs,
             };
-            // Removal without a token cannot be refused in a present state.
-            let _ = device.remove(&mut cx, None);
+            device.unload(&mut cx);
         }
         self.finish_unload_if_done();
         Ok(())
@@ -344,10 +343,8 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Lifecycle<D
         if self.driver == DriverPhase::Unloaded {
             return None;
         }
-        self.devices
-            .iter()
-            .filter_map(|d| d.next_deadline(&self.config))
-            .min()
+        // Each device keeps its earliest deadline current: O(1) a device.
+        self.devices.iter().filter_map(|d| d.next_deadline()).min()
     }
 
     /// The `now` of the last input accepted.

@@ -63,6 +63,11 @@ pub(crate) struct Slot {
     pub(crate) ports: PortSet,
     /// When the one callback in flight to this client was handed to the owner.
     pub(crate) callback: Option<Tick>,
+    /// When this client's `RESET` of the running cycle was handed to the owner: its
+    /// answer's deadline counts from here (I13), not from the cycle's start, since a
+    /// `RESET` held behind the client's own callback cannot be answered before it arrives.
+    /// `None` while the `RESET` waits in the mailbox.
+    pub(crate) reset_delivered: Option<Tick>,
     /// Hardware operations granted and not reported done: at most [`OPS_PER_CLIENT`]
     /// granted by the machine, plus those a fast-path close carried over (a `u32`, as
     /// [`crate::Input::FastPathClosed`] reports them).
@@ -83,6 +88,7 @@ impl Slot {
         kind: ClientKind::Trusted,
         ports: PortSet::EMPTY,
         callback: None,
+        reset_delivered: None,
         ops: 0,
         gate: Gate::Shut,
         fence_requested: false,

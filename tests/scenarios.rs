@@ -1199,3 +1199,89 @@ fn a_recovery_told_late_is_followed_by_the_epoch_a_lost_state_power_up_reached()
         vec![Event::Reset, Event::Recovered { epoch: Epoch(0) }, back]
     );
 }
+
+/// C1 (DESIGN r3, "A deadline runs only while the client can act"): a voter whose `RESET`
+/// waited behind its own earlier callback gets its whole answer deadline counted from the
+/// moment `RESET` is delivered, not from the start of the cycle.
+#[test]
+fn a_reset_held_behind_a_callback_gets_its_whole_deadline_from_delivery() {
+    let mut o = owner();
+    o.started(DEV, false);
+    let slow = o.register(DEV, ClientKind::Untrusted);
+    let asker = o.register(DEV, ClientKind::Untrusted);
+    o.ok(Input::Bind {
+        client: slow,
+        ports: PortSet::single(P0),
+    });
+    // The slow client's link callback begins at 0 and returns within its own deadline.
+    assert_eq!(
+        o.ok(Input::LinkChanged {
+            device: DEV,
+            port: P0,
+            state: LinkState::Active
+        }),
+        vec![notify(
+            slow,
+            Event::LinkChanged {
+                port: P0,
+                state: LinkState::Active
+            }
+        )]
+    );
+    o.at(1);
+    assert_eq!(
+        o.ok(Input::ResetRequest { client: asker }),
+        vec![notify(asker, Event::Reset)]
+    );
+    o.ok(Input::CallbackDone { client: asker });
+    o.ok(Input::ResetExecute { client: asker });
+    // RESET reaches the slow client one tick after its cycle-start deadline had passed.
+    o.at(1 + UNTRUSTED_DEADLINE + 1);
+    assert_eq!(
+        o.ok(Input::CallbackDone { client: slow }),
+        vec![notify(slow, Event::Reset)]
+    );
+    let delivered = o.now.0;
+    assert_eq!(
+        o.m.poll_timeout(),
+        Some(Tick(delivered + UNTRUSTED_DEADLINE))
+    );
+    assert!(o.timeout().is_empty(), "not revoked at delivery");
+    o.ok(Input::CallbackDone { client: slow });
+    assert!(o.timeout_at(delivered + UNTRUSTED_DEADLINE - 1).is_empty());
+    assert_eq!(o.phase(DEV), PhaseKind::Quiescing);
+    // Its whole deadline after delivery, it is revoked and the reset runs.
+    assert_eq!(
+        o.fire_timeout(),
+        vec![notify(slow, Event::Revoked), hw(HardwareCommand::Reset)]
+    );
+    assert_eq!(o.now, Tick(delivered + UNTRUSTED_DEADLINE));
+}
+
+/// C2 (DESIGN r3): no deadline is cut short because the clock is near the end of its
+/// range. A `RESET` delivered at `u64::MAX - 3` with a 10-tick answer time ends beyond the
+/// clock's range: it is carried exactly, so nothing is revoked at `u64::MAX` (saturated,
+/// it was revoked after 3 ticks) and the voter can still answer.
+#[test]
+fn a_deadline_beyond_the_clocks_range_is_never_cut_short() {
+    let config = Config {
+        untrusted_ack_timeout: 10,
+        ..Config::DEFAULT
+    };
+    let mut o: Owner<1, 4, 2, { queue_capacity(1, 4) }> = Owner::new(config);
+    o.started(DEV, false);
+    let voter = o.register(DEV, ClientKind::Untrusted);
+    o.at(u64::MAX - 3);
+    assert_eq!(
+        o.ok(Input::ResetRequest { client: voter }),
+        vec![notify(voter, Event::Reset)]
+    );
+    o.ok(Input::CallbackDone { client: voter });
+    assert_eq!(o.m.poll_timeout(), None, "no deadline the clock can reach");
+    assert!(o.timeout_at(u64::MAX).is_empty());
+    assert_eq!(o.phase(DEV), PhaseKind::Quiescing);
+    assert_eq!(
+        o.ok(Input::ResetExecute { client: voter }),
+        vec![hw(HardwareCommand::Reset)]
+    );
+}

@@ -63,15 +63,17 @@ fn refused(e: pnp_lifecycle::Error) -> ! {
     panic!("pnp refused an input of the workload: {e:?}")
 }
 
-/// The owner: the machine and what the owner has been told.
-struct Owner<const C: usize, const Q: usize> {
+/// The owner: the machine and what the owner has been told. With `POLL`, it also asks
+/// [`Lifecycle::poll_timeout`] after every drain, as the README's owner loop does (to arm
+/// its timer).
+struct Owner<const C: usize, const Q: usize, const POLL: bool = false> {
     m: Machine<C, Q>,
     counts: Counts,
     /// A `Hardware { Reset }` was commanded and not yet answered with `ResetDone`.
     reset_commanded: bool,
 }
 
-impl<const C: usize, const Q: usize> Owner<C, Q> {
+impl<const C: usize, const Q: usize, const POLL: bool> Owner<C, Q, POLL> {
     /// Feed one input, then drain every output (the owner contract). A refused input is a
     /// failure of the workload.
     #[inline]
@@ -105,6 +107,9 @@ impl<const C: usize, const Q: usize> Owner<C, Q> {
                 }
                 _ => self.counts.other_outputs += 1,
             }
+        }
+        if POLL {
+            black_box(self.m.poll_timeout());
         }
     }
 
@@ -178,9 +183,9 @@ impl<const C: usize, const Q: usize> Owner<C, Q> {
     }
 }
 
-fn pnp_cycles<const C: usize, const Q: usize>(n: usize, rounds: u64) -> Run {
+fn pnp_cycles<const C: usize, const Q: usize, const POLL: bool>(n: usize, rounds: u64) -> Run {
     assert!(n >= 1 && n <= C, "pnp: {n} clients do not fit {C} slots");
-    let (mut o, clients) = Owner::<C, Q>::running(n);
+    let (mut o, clients) = Owner::<C, Q, POLL>::running(n);
     let t0 = Instant::now();
     for _ in 0..rounds {
         black_box(&mut o).cycle(&clients);
@@ -202,21 +207,30 @@ pub const PNP_CLIENTS: [usize; 7] = [1, 2, 4, 8, 16, 32, 64];
 
 /// `pnp N R`: `R` cycles of `N` clients on a machine with exactly `N` client slots.
 pub fn pnp(n: usize, rounds: u64) -> Run {
+    pnp_with::<false>(n, rounds)
+}
+
+/// `pnp-pt N R`: as `pnp`, the owner also asking `poll_timeout` after every drain.
+pub fn pnp_poll(n: usize, rounds: u64) -> Run {
+    pnp_with::<true>(n, rounds)
+}
+
+fn pnp_with<const POLL: bool>(n: usize, rounds: u64) -> Run {
     match n {
-        1 => pnp_cycles::<1, { queue_capacity(1, 1) }>(n, rounds),
-        2 => pnp_cycles::<2, { queue_capacity(1, 2) }>(n, rounds),
-        4 => pnp_cycles::<4, { queue_capacity(1, 4) }>(n, rounds),
-        8 => pnp_cycles::<8, { queue_capacity(1, 8) }>(n, rounds),
-        16 => pnp_cycles::<16, { queue_capacity(1, 16) }>(n, rounds),
-        32 => pnp_cycles::<32, { queue_capacity(1, 32) }>(n, rounds),
-        64 => pnp_cycles::<64, { queue_capacity(1, 64) }>(n, rounds),
+        1 => pnp_cycles::<1, { queue_capacity(1, 1) }, POLL>(n, rounds),
+        2 => pnp_cycles::<2, { queue_capacity(1, 2) }, POLL>(n, rounds),
+        4 => pnp_cycles::<4, { queue_capacity(1, 4) }, POLL>(n, rounds),
+        8 => pnp_cycles::<8, { queue_capacity(1, 8) }, POLL>(n, rounds),
+        16 => pnp_cycles::<16, { queue_capacity(1, 16) }, POLL>(n, rounds),
+        32 => pnp_cycles::<32, { queue_capacity(1, 32) }, POLL>(n, rounds),
+        64 => pnp_cycles::<64, { queue_capacity(1, 64) }, POLL>(n, rounds),
         _ => panic!("pnp: N must be one of {PNP_CLIENTS:?} (the slot count is a const generic)"),
     }
 }
 
 /// `slots64 N R`: the same cycle on a machine with 64 client slots, `N` of them used.
 pub fn pnp_slots64(n: usize, rounds: u64) -> Run {
-    pnp_cycles::<64, { queue_capacity(1, 64) }>(n, rounds)
+    pnp_cycles::<64, { queue_capacity(1, 64) }, false>(n, rounds)
 }
 
 /// `qs R`: `R` query stop + cancel stop pairs on a running device (8 slots, no client),
@@ -412,7 +426,11 @@ mod tests {
     fn every_impl_counts_the_same_cycle() {
         for n in [1, 4, 16] {
             #[cfg_attr(not(peers), allow(unused_mut))]
-            let mut runs = vec![("pnp", pnp(n, 3)), ("slots64", pnp_slots64(n, 3))];
+            let mut runs = vec![
+                ("pnp", pnp(n, 3)),
+                ("pnp-pt", pnp_poll(n, 3)),
+                ("slots64", pnp_slots64(n, 3)),
+            ];
             #[cfg(peers)]
             runs.extend([("statig", statig(n, 3)), ("naive", naive(n, 3))]);
             for (imp, run) in runs {

@@ -1,17 +1,19 @@
 //! `pnp-compare IMPL N ROUNDS`: N clients, ROUNDS reset cycles, one result line.
 //!
-//! IMPL is `pnp`, `statig` or `naive` (the same cycle, see the crate docs); `slots64`
+//! IMPL is `pnp`, `statig` or `naive` (the same cycle, see the crate docs); `pnp-pt` (pnp,
+//! the owner asking `poll_timeout` after every drain); `slots64`
 //! (pnp with 64 client slots, N of them registered); `qs` (pnp: ROUNDS query stop + cancel
 //! stop pairs; N is ignored); `sizes` (prints `size_of` lines and exits).
 //! `statig` and `naive` exist only where `shared/peers/` was beside the repository at build
 //! time (exit status 3 otherwise).
 //! For callgrind: (Ir(101 rounds) − Ir(1 round)) / 100 is the cost of one round.
 
-use pnp_compare::{check_cycle, pnp, pnp_query_stop, pnp_slots64, sizes};
+use pnp_compare::{check_cycle, pnp, pnp_poll, pnp_query_stop, pnp_slots64, sizes};
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let usage = "usage: pnp-compare (pnp|statig|naive|slots64|qs) N ROUNDS | pnp-compare sizes";
+    let usage =
+        "usage: pnp-compare (pnp|pnp-pt|statig|naive|slots64|qs) N ROUNDS | pnp-compare sizes";
     let imp = args.get(1).map(String::as_str).unwrap_or_else(|| {
         eprintln!("{usage}");
         std::process::exit(2)
@@ -34,6 +36,7 @@ fn main() {
     let (n, rounds) = (num(2, 16) as usize, num(3, 100_000));
     let run = match imp {
         "pnp" => pnp(n, rounds),
+        "pnp-pt" => pnp_poll(n, rounds),
         #[cfg(peers)]
         "statig" => pnp_compare::statig(n, rounds),
         #[cfg(peers)]

@@ -209,6 +209,10 @@ pub struct ClientBook {
     /// A voter of the running cycle (active when it began) that has not answered, left
     /// or been revoked.
     pub voter: bool,
+    /// When its `RESET` of the running cycle was delivered (a `Notify`): its answer's
+    /// deadline counts from here (DESIGN r3, "A deadline runs only while the client can
+    /// act"). `None` while the `RESET` waits behind its callback in flight.
+    pub reset_delivered: Option<Tick>,
     /// The epoch of the interface it holds (from registration or `AcquireInterface`).
     pub interface: Option<Epoch>,
     /// Told `Suspending` and not yet `Resumed`/`DeviceStarted` (I14).
@@ -519,13 +523,13 @@ impl Oracle {
             };
             let by_callback = c
                 .callback
-                .is_some_and(|t| now >= t.after(config.callback_timeout));
+                .is_some_and(|t| passed(now, t, config.callback_timeout));
             let by_ack = c.voter
-                && d.cycle_since
-                    .is_some_and(|t| now >= t.after(ack_timeout(&config, kind)));
+                && c.reset_delivered
+                    .is_some_and(|t| passed(now, t, ack_timeout(&config, kind)));
             let by_detach = bv.state == ClientState::Removed
                 && d.removal_since
-                    .is_some_and(|t| now >= t.after(config.detach_timeout));
+                    .is_some_and(|t| passed(now, t, config.detach_timeout));
             // An operation holder: the stop's or reset's wait, or the detach deadline.
             // A gate whose close is unanswered holds operations of unknown count.
             let holds_ops = (c.ops > 0 || c.gate_closing.is_some()) && !c.fence_pending;
@@ -533,17 +537,17 @@ impl Oracle {
             // A close unanswered for the operation timeout (I15, I9).
             let by_close = c
                 .gate_closing
-                .is_some_and(|t| now >= t.after(config.operation_timeout));
+                .is_some_and(|t| passed(now, t, config.operation_timeout));
             // Operations a close carried during a wait count from its answer (I13): a
             // drain's wait restarts there (`drain_since`), a removal's has a floor.
             let by_operation = holds_ops
                 && match pb {
                     Some(PhaseKind::Stopping | PhaseKind::Quiescing | PhaseKind::PoweringDown) => d
                         .drain_since
-                        .is_some_and(|t| now >= t.after(config.operation_timeout)),
+                        .is_some_and(|t| passed(now, t, config.operation_timeout)),
                     Some(PhaseKind::Removing) => {
                         d.removal_since
-                            .is_some_and(|t| now >= t.after(config.detach_timeout))
+                            .is_some_and(|t| passed(now, t, config.detach_timeout))
                             && d.removal_floor.is_none_or(|f| now >= f)
                     }
                     _ => false,
@@ -552,14 +556,14 @@ impl Oracle {
                 fail!(
                     I13,
                     "{:?} revoked at {:?} before any deadline: callback since {:?} (+{}), \
-                     voter {} of a cycle since {:?}, removal since {:?} (+{}), {} operations \
+                     voter {} whose RESET was delivered at {:?}, removal since {:?} (+{}), {} operations \
                      in a wait since {:?} (+{}) in {:?}",
                     h,
                     now,
                     c.callback,
                     config.callback_timeout,
                     c.voter,
-                    d.cycle_since,
+                    c.reset_delivered,
                     d.removal_since,
                     config.detach_timeout,
                     c.ops,
@@ -1479,6 +1483,7 @@ impl Oracle {
                 }
                 match event {
                     Event::Reset => {
+                        c.reset_delivered = Some(now);
                         if c.owed_end {
                             fail!(
                                 I4,
@@ -1958,6 +1963,7 @@ impl Oracle {
         b.drain_since = None;
         for c in b.clients.values_mut() {
             c.voter = c.addressable() && !c.cut;
+            c.reset_delivered = None;
         }
         Ok(())
     }
@@ -2075,10 +2081,10 @@ impl Oracle {
                             && active
                             && (revoked_now.contains(&h)
                                 && c.callback
-                                    .is_some_and(|t| now >= t.after(config.callback_timeout))
+                                    .is_some_and(|t| passed(now, t, config.callback_timeout))
                                 || c.voter
-                                    && b.cycle_since.is_some_and(|t| {
-                                        now >= t.after(config.trusted_ack_timeout)
+                                    && c.reset_delivered.is_some_and(|t| {
+                                        passed(now, t, config.trusted_ack_timeout)
                                     }))
                     });
                 if !due {
@@ -2164,7 +2170,8 @@ impl Oracle {
                 );
             }
             let deadline = after.poll_timeout();
-            let covers = |t: Tick| deadline.is_some_and(|p| p <= t);
+            // A deadline beyond the clock's range is never reached: nothing to cover.
+            let covers = |t: Option<Tick>| t.is_none_or(|t| deadline.is_some_and(|p| p <= t));
             // The owner's callback bookkeeping agrees with the machine's, every deadline
             // is in `poll_timeout`, and nobody owed an answer to `RESET` is left hanging.
             for (&(slot, generation), c) in &b.clients {
@@ -2188,7 +2195,7 @@ impl Oracle {
                         );
                     }
                     if let (Some(t), false) = (c.callback, c.fence_pending) {
-                        if !covers(t.after(config.callback_timeout)) {
+                        if !covers(end(t, config.callback_timeout)) {
                             fail!(
                                 I9,
                                 "callback to {:?} since {:?}: its deadline is not in \
@@ -2204,12 +2211,12 @@ impl Oracle {
                     } else {
                         ClientKind::Untrusted
                     };
-                    if let (true, false, Some(t)) = (c.voter, c.cut, b.cycle_since) {
-                        if !covers(t.after(ack_timeout(&config, kind))) {
+                    if let (true, false, Some(t)) = (c.voter, c.cut, c.reset_delivered) {
+                        if !covers(end(t, ack_timeout(&config, kind))) {
                             fail!(
                                 I9,
-                                "voter {:?} of a cycle since {:?}: deadline not in \
-                                 poll_timeout {:?}",
+                                "voter {:?} whose RESET was delivered at {:?}: deadline not \
+                                 in poll_timeout {:?}",
                                 h,
                                 t,
                                 deadline
@@ -2218,7 +2225,7 @@ impl Oracle {
                     }
                     // A close unanswered has a deadline (I9, I15).
                     if let (Some(t), false) = (c.gate_closing, c.fence_pending) {
-                        if !covers(t.after(config.operation_timeout)) {
+                        if !covers(end(t, config.operation_timeout)) {
                             fail!(
                                 I9,
                                 "the close of {:?}'s gate since {:?}: its deadline is not in \
@@ -2250,7 +2257,7 @@ impl Oracle {
                             _ => Tick(0),
                         };
                         if let Some(t) = wait {
-                            if !covers(t.after(timeout).max(floor)) {
+                            if !covers(end(t, timeout).map(|at| at.max(floor))) {
                                 fail!(
                                     I9,
                                     "{:?} holds {} operations a wait since {:?} needs gone; \
@@ -2276,12 +2283,12 @@ impl Oracle {
                         (v.state, phase, b.removal_since)
                     {
                         let floor = b.removal_floor.unwrap_or(Tick(0));
-                        if !covers(t.after(config.detach_timeout).max(floor)) {
+                        if !covers(end(t, config.detach_timeout).map(|at| at.max(floor))) {
                             fail!(
                                 I9,
                                 "{:?} must detach by {:?}, not in poll_timeout {:?}",
                                 h,
-                                t.after(config.detach_timeout),
+                                end(t, config.detach_timeout),
                                 deadline
                             );
                         }
@@ -2408,6 +2415,18 @@ impl Oracle {
         }
         Ok(())
     }
+}
+
+/// How long a voter of `kind` has to answer `RESET`.
+/// When a wait of `ticks` from `from` ends: `None` beyond the clock's range (DESIGN r3: such
+/// a deadline is carried exactly, never cut short, so the clock never reaches it).
+pub fn end(from: Tick, ticks: u64) -> Option<Tick> {
+    from.0.checked_add(ticks).map(Tick)
+}
+
+/// Whether a wait of `ticks` from `from` has ended at `now`.
+pub fn passed(now: Tick, from: Tick, ticks: u64) -> bool {
+    end(from, ticks).is_some_and(|at| now >= at)
 }
 
 /// How long a voter of `kind` has to answer `RESET`.

@@ -16,6 +16,7 @@
 //! count joins the client's operations, which then end through the machine. A close not
 //! answered within [`Config::operation_timeout`] revokes and fences the client (I9).
 
+use super::deadlines::due;
 use super::{Ctx, Device, Phase};
 use crate::registry::{ClientState, Registry};
 use crate::table::PhaseKind;
@@ -96,6 +97,8 @@ impl<const C: usize, const P: usize> Device<C, P> {
             return;
         }
         slot.gate = Gate::Closing { since: cx.now };
+        // Its deadline joins the device's (found again at the input's end).
+        self.earliest.invalidate();
         let client = Registry::<C>::handle(cx.device, index, slot);
         cx.out.push(Output::FastPath {
             client,
@@ -159,6 +162,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
             return Err(Error::FastPathNotClosing);
         }
         slot.gate = Gate::Shut;
+        self.earliest.invalidate();
         let carried = if planted!(CloseDropsCarriedOperations) {
             0
         } else {
@@ -166,7 +170,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
         };
         slot.ops = slot.ops.saturating_add(carried);
         let state = slot.state;
-        let unfenced = slot.ops > 0 && !slot.fence_requested;
+        let unfenced = slot.ops_pending() && !slot.fence_requested;
         let gone = state == ClientState::Unregistered && !slot.in_flight();
         if carried > 0 {
             // Rule (I13): the carried operations' deadline counts from this answer.
@@ -189,6 +193,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
     fn drain_waits_from<const Q: usize>(&mut self, cx: &mut Ctx<'_, Q>) {
         let now = cx.now;
         let later = cx.deadline(cx.config.operation_timeout);
+        self.earliest.invalidate();
         match &mut self.phase {
             Phase::Stopping { since, .. }
             | Phase::PoweringDown {
@@ -200,7 +205,13 @@ impl<const C: usize, const P: usize> Device<C, P> {
                 draining: Some(from),
                 ..
             } => *from = now,
-            Phase::Removing { deadline, .. } => *deadline = (*deadline).max(later),
+            // A deadline beyond the clock's range (`None`) stays beyond it (I13).
+            Phase::Removing { deadline, .. } => {
+                *deadline = match (*deadline, later) {
+                    (Some(at), Some(floor)) => Some(at.max(floor)),
+                    _ => None,
+                }
+            }
             _ => {}
         }
     }
@@ -211,7 +222,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
             .occupied_slots()
             .filter_map(|slot| match slot.gate {
                 Gate::Closing { since } if !slot.fence_requested => {
-                    Some(since.after(config.operation_timeout))
+                    due(since, config.operation_timeout)
                 }
                 _ => None,
             })
@@ -221,16 +232,17 @@ impl<const C: usize, const P: usize> Device<C, P> {
     /// Revoke and fence every client whose close overran [`Config::operation_timeout`],
     /// like an operation that overran a drain (I9).
     pub(super) fn fence_overrunning_closes<const Q: usize>(&mut self, cx: &mut Ctx<'_, Q>) {
-        let Some(due) = self.next_close_deadline(cx.config) else {
+        let Some(first) = self.next_close_deadline(cx.config) else {
             return;
         };
-        if cx.now < due {
+        if cx.now < first {
             return;
         }
         for index in self.registry.occupied() {
             let overran = self.registry.slot(index).is_some_and(|slot| {
                 matches!(slot.gate, Gate::Closing { since }
-                    if !slot.fence_requested && cx.now >= since.after(cx.config.operation_timeout))
+                    if !slot.fence_requested
+                        && due(since, cx.config.operation_timeout).is_some_and(|at| cx.now >= at))
             });
             if overran {
                 self.revoke(cx, index, true);

@@ -10,7 +10,7 @@
 
 use super::{Ctx, Device, HwOp, Phase, Resources, Teardown};
 use crate::registry::Role;
-use crate::table::InputKind;
+use crate::table::{InputKind, PhaseKind};
 use crate::types::*;
 
 impl<const C: usize, const P: usize> Device<C, P> {
@@ -91,7 +91,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
         else {
             return;
         };
-        // Rule (Power, I12): no power-down while an operation is in flight.
+        // I12 (Power): no power-down while an operation is in flight.
         if *commanded || self.registry.ops_in_flight() {
             return;
         }
@@ -107,6 +107,20 @@ impl<const C: usize, const P: usize> Device<C, P> {
         }
         if let Some(token) = self.sleep_after_cycle.take() {
             self.begin_power_down(cx, PowerDownKind::SystemSleep, token);
+        }
+    }
+
+    /// A reset cycle that held a system sleep ended anywhere but running (the device
+    /// failed, vanished or is being removed): the sleep request completes with that
+    /// ending's status (I5).
+    pub(super) fn end_deferred_sleep<const Q: usize>(&mut self, cx: &mut Ctx<'_, Q>) {
+        let status = match self.phase.kind() {
+            PhaseKind::Quiescing | PhaseKind::Executing | PhaseKind::Running => return,
+            PhaseKind::Failed => Status::HardwareFailed,
+            _ => Status::DeviceGone,
+        };
+        if let Some(token) = self.sleep_after_cycle.take() {
+            cx.complete(token, status);
         }
     }
 
@@ -134,7 +148,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
                 }
                 Ok(())
             }
-            _ => self.hardware_done_after_removal(cx, HwOp::PowerDown, false),
+            _ => self.hardware_done_after_removal(cx, HwOp::PowerDown, None, false),
         }
     }
 
@@ -188,6 +202,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
             return self.hardware_done_after_removal(
                 cx,
                 HwOp::PowerUp,
+                None,
                 result == PowerUpResult::Failed,
             );
         };
@@ -216,7 +231,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
                     self.serve_deferred_fatal(cx);
                 }
             }
-            // Rule (Power): a lost-state power-up ends like a completed reset: epoch + 1,
+            // I6 (Power): a lost-state power-up ends like a completed reset: epoch + 1,
             // clients told and re-acquire; it serves a reset that waited for it.
             PowerUpResult::LostState if self.epoch.0 < u32::MAX => {
                 self.epoch = Epoch(self.epoch.0 + 1);
@@ -255,54 +270,6 @@ impl<const C: usize, const P: usize> Device<C, P> {
         Ok(())
     }
 
-    /// A power command reports after the hardware vanished or removal began.
-    fn hardware_done_after_removal<const Q: usize>(
-        &mut self,
-        cx: &mut Ctx<'_, Q>,
-        op: HwOp,
-        failed: bool,
-    ) -> Result<(), Error> {
-        match self.phase {
-            Phase::SurpriseRemoved {
-                resources,
-                in_flight: Some(was),
-            } if was == op => {
-                self.set_phase(
-                    cx,
-                    Phase::SurpriseRemoved {
-                        resources,
-                        in_flight: None,
-                    },
-                );
-                Ok(())
-            }
-            Phase::Removing {
-                token,
-                deadline,
-                teardown,
-                in_flight: Some(was),
-            } if was == op => {
-                let teardown = if failed {
-                    teardown.without_registers()
-                } else {
-                    teardown
-                };
-                self.set_phase(
-                    cx,
-                    Phase::Removing {
-                        token,
-                        deadline,
-                        teardown,
-                        in_flight: None,
-                    },
-                );
-                self.try_finish_removal(cx);
-                Ok(())
-            }
-            _ => Err(Error::NoHardwareCommandInFlight),
-        }
-    }
-
     /// An access while the device is (going) down: it waits for a power-up (one begins
     /// after an idle power-down) or is refused with the reason.
     pub(super) fn access_while_powered_down<const Q: usize>(
@@ -310,7 +277,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
         cx: &mut Ctx<'_, Q>,
     ) -> Result<Reply, Error> {
         match self.phase {
-            // Rule (Power): an access in an idle Dx brings the device back first.
+            // I14 (Power): an access in an idle Dx brings the device back first.
             Phase::LowPower {
                 kind: PowerDownKind::Idle,
                 reset,
@@ -328,7 +295,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
                 *wake = true;
                 Ok(Reply::AccessWaitsForPowerUp)
             }
-            // Rule (Power): refused with a named reason in system sleep.
+            // I14 (Power): refused with a named reason in system sleep.
             Phase::LowPower { kind, .. } | Phase::PoweringDown { kind, .. } => {
                 Err(Error::Suspended { kind })
             }
@@ -401,7 +368,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
             Phase::PoweringDown {
                 commanded: false, ..
             } => (Teardown::ShutdownAndRelease, None),
-            // Rule (Power): remove from Dx releases resources without powering up.
+            // I14 (Power): remove from Dx releases resources without powering up.
             Phase::PoweringDown {
                 commanded: true, ..
             }

@@ -124,7 +124,8 @@ enum St {
     },
     Removing {
         token: Option<RequestToken>,
-        deadline: u64,
+        /// `None`: beyond the clock's range (never reached).
+        deadline: Option<u64>,
         undo: Undo,
         hw: Option<Hw>,
     },
@@ -196,6 +197,9 @@ struct Cl {
     ports: PortSet,
     /// When the callback in flight was made, if one is.
     cb: Option<u64>,
+    /// When its `RESET` of the running cycle was handed over: the answer's deadline counts
+    /// from here (DESIGN r3: a deadline runs only while the client can act).
+    reset_at: Option<u64>,
     /// Hardware operations granted and not reported done (nor fenced), with those a
     /// fast-path close carried.
     ops: u32,
@@ -279,6 +283,7 @@ impl Cl {
             cannot_pause: false,
             ports: PortSet::EMPTY,
             cb: None,
+            reset_at: None,
             ops: 0,
             fence: false,
             mbox: Mbox::default(),
@@ -354,6 +359,7 @@ impl Clone for Cl {
             cannot_pause,
             ports,
             cb,
+            reset_at,
             ops,
             fence,
             mbox,
@@ -368,6 +374,7 @@ impl Clone for Cl {
         self.cannot_pause = *cannot_pause;
         self.ports = *ports;
         self.cb = *cb;
+        self.reset_at = *reset_at;
         self.ops = *ops;
         self.fence = *fence;
         self.mbox.clone_from(mbox);
@@ -534,31 +541,30 @@ impl Model {
         for d in &self.devs {
             for c in d.cls.iter().filter(|c| !c.fence) {
                 if let Some(since) = c.cb {
-                    let t = since.saturating_add(self.config.callback_timeout);
-                    best = Some(best.map_or(t, |b| b.min(t)));
+                    if let Some(t) = since.checked_add(self.config.callback_timeout) {
+                        best = Some(best.map_or(t, |b| b.min(t)));
+                    }
                 }
             }
             let unfenced_ops = d.cls.iter().any(|c| c.owes_ops() && !c.fence);
-            let op_deadline = |from: u64| from.saturating_add(self.config.operation_timeout);
+            let op_deadline = |from: u64| from.checked_add(self.config.operation_timeout);
             let mut ts: Vec<u64> = Vec::new();
             // A close unanswered has the operation timeout.
             for c in d.cls.iter().filter(|c| !c.fence) {
                 if let Gate::Closing(since) = c.gate {
-                    ts.push(op_deadline(since));
+                    ts.extend(op_deadline(since));
                 }
             }
             match d.st {
-                St::Quiescing {
-                    since, draining, ..
-                } => {
+                St::Quiescing { draining, .. } => {
                     ts.extend(
                         d.cls
                             .iter()
                             .filter(|c| c.reg == Reg::Live && c.role == Role::Voting)
-                            .map(|c| since.saturating_add(self.ack_timeout(c.kind))),
+                            .filter_map(|c| c.reset_at?.checked_add(self.ack_timeout(c.kind))),
                     );
                     if let (Some(from), true) = (draining, unfenced_ops) {
-                        ts.push(op_deadline(from));
+                        ts.extend(op_deadline(from));
                     }
                 }
                 St::Stopping { since, .. }
@@ -566,11 +572,11 @@ impl Model {
                     since,
                     commanded: false,
                     ..
-                } if unfenced_ops => ts.push(op_deadline(since)),
+                } if unfenced_ops => ts.extend(op_deadline(since)),
                 St::Removing { deadline, .. }
                     if unfenced_ops || d.cls.iter().any(|c| c.reg == Reg::Removed) =>
                 {
-                    ts.push(deadline)
+                    ts.extend(deadline)
                 }
                 _ => {}
             }
@@ -813,9 +819,15 @@ impl Dev {
         let c = &mut self.cls[i];
         if c.cb.is_none() && c.mbox.is_empty() {
             c.cb = Some(cx.now);
+            if event == Event::Reset {
+                c.reset_at = Some(cx.now);
+            }
             let client = self.handle_of(cx.d, i);
             cx.out.push(Output::Notify { client, event });
         } else {
+            if event == Event::Reset {
+                c.reset_at = None;
+            }
             c.mbox.put(event);
         }
     }
@@ -845,6 +857,9 @@ impl Dev {
         };
         if let Some(event) = next {
             self.cls[i].cb = Some(cx.now);
+            if event == Event::Reset {
+                self.cls[i].reset_at = Some(cx.now);
+            }
             let client = self.handle_of(cx.d, i);
             cx.out.push(Output::Notify { client, event });
         }
@@ -1219,7 +1234,7 @@ impl Dev {
                 if in_flight > 0 {
                     // The drain under way waits for operations from this answer.
                     let now = cx.now;
-                    let later = now.saturating_add(cx.config.operation_timeout);
+                    let later = now.checked_add(cx.config.operation_timeout);
                     match &mut self.st {
                         St::Stopping { since, .. }
                         | St::PoweringDown {
@@ -1231,7 +1246,13 @@ impl Dev {
                             draining: Some(from),
                             ..
                         } => *from = now,
-                        St::Removing { deadline, .. } => *deadline = (*deadline).max(later),
+                        // Beyond the clock's range (`None`) stays beyond it.
+                        St::Removing { deadline, .. } => {
+                            *deadline = match (*deadline, later) {
+                                (Some(at), Some(floor)) => Some(at.max(floor)),
+                                _ => None,
+                            }
+                        }
                         _ => {}
                     }
                 }
@@ -1992,7 +2013,7 @@ impl Dev {
         let undo = if surprise { undo.no_registers() } else { undo };
         self.st = St::Removing {
             token,
-            deadline: cx.now.saturating_add(cx.config.detach_timeout),
+            deadline: cx.now.checked_add(cx.config.detach_timeout),
             undo,
             hw,
         };
@@ -2219,7 +2240,8 @@ impl Dev {
             let overran = c.reg != Reg::Free
                 && !c.fence
                 && c.cb
-                    .is_some_and(|since| now >= since.saturating_add(cb_timeout));
+                    .and_then(|since| since.checked_add(cb_timeout))
+                    .is_some_and(|at| now >= at);
             if overran {
                 escalate |= c.kind == ClientKind::Trusted
                     && c.reg == Reg::Live
@@ -2231,18 +2253,20 @@ impl Dev {
         for i in 0..self.cls.len() {
             let c = &self.cls[i];
             if let (Gate::Closing(since), false) = (c.gate, c.fence) {
-                if now >= since.saturating_add(cx.config.operation_timeout) {
+                if since
+                    .checked_add(cx.config.operation_timeout)
+                    .is_some_and(|at| now >= at)
+                {
                     self.revoke(cx, i, true);
                 }
             }
         }
         match self.st {
-            St::Quiescing {
-                since, draining, ..
-            } => {
+            St::Quiescing { draining, .. } => {
                 // Operations that outlast the reset's wait are revoked and fenced.
                 if draining
-                    .is_some_and(|from| now >= from.saturating_add(cx.config.operation_timeout))
+                    .and_then(|from| from.checked_add(cx.config.operation_timeout))
+                    .is_some_and(|at| now >= at)
                 {
                     self.fence_ops(cx);
                 }
@@ -2251,11 +2275,16 @@ impl Dev {
                     if c.reg != Reg::Live || c.role != Role::Voting {
                         continue;
                     }
-                    let due = now
-                        >= since.saturating_add(match c.kind {
-                            ClientKind::Trusted => cx.config.trusted_ack_timeout,
-                            ClientKind::Untrusted => cx.config.untrusted_ack_timeout,
-                        });
+                    // Its answer time counts from its RESET's delivery.
+                    let due = c
+                        .reset_at
+                        .and_then(|at| {
+                            at.checked_add(match c.kind {
+                                ClientKind::Trusted => cx.config.trusted_ack_timeout,
+                                ClientKind::Untrusted => cx.config.untrusted_ack_timeout,
+                            })
+                        })
+                        .is_some_and(|at| now >= at);
                     if !due {
                         continue;
                     }
@@ -2273,10 +2302,13 @@ impl Dev {
                 since,
                 commanded: false,
                 ..
-            } if now >= since.saturating_add(cx.config.operation_timeout) => {
+            } if since
+                .checked_add(cx.config.operation_timeout)
+                .is_some_and(|at| now >= at) =>
+            {
                 self.fence_ops(cx);
             }
-            St::Removing { deadline, .. } if now >= deadline => {
+            St::Removing { deadline, .. } if deadline.is_some_and(|at| now >= at) => {
                 // Removed was their last event: revoked without another; whatever is
                 // still in flight is fenced before the teardown.
                 for i in 0..self.cls.len() {

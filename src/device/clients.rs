@@ -1,0 +1,524 @@
+//! Clients: telling them events (one callback in flight, the rest in a bounded mailbox),
+//! revoking them, and the inputs a client sends (register, unregister, callbacks returned,
+//! fences, vetoes, bindings, hardware operations).
+
+use super::*;
+
+impl<const C: usize, const P: usize> Device<C, P> {
+    // ---- notifications -------------------------------------------------------------
+
+    /// Call the client with `event` now if no callback of its is in flight, else keep the
+    /// event in its mailbox (bounded: see `crate::mailbox`).
+    pub(super) fn notify<const Q: usize>(
+        &mut self,
+        cx: &mut Ctx<'_, Q>,
+        index: usize,
+        event: Event,
+    ) {
+        let Some(slot) = self.registry.slots.get_mut(index) else {
+            return;
+        };
+        if (slot.callback.is_none() || planted!(SecondCallbackInFlight)) && slot.mailbox.is_empty()
+        {
+            // The deadlines follow: the callback's begins, and the answer's with a RESET.
+            if slot.callback.is_some() {
+                self.earliest.remove(callback_deadline(cx.config, slot));
+            }
+            slot.callback = Some(cx.now);
+            self.earliest.add(callback_deadline(cx.config, slot));
+            if event == Event::Reset {
+                if slot.reset_delivered.is_some() {
+                    self.earliest.remove(voter_deadline(cx.config, slot));
+                }
+                slot.reset_delivered = Some(cx.now);
+                self.earliest.add(voter_deadline(cx.config, slot));
+            }
+            let client = Registry::<C>::handle(cx.device, index, slot);
+            cx.out.push(Output::Notify { client, event });
+        } else {
+            if event == Event::Reset && slot.reset_delivered.is_some() {
+                // I13: no answer deadline runs while the RESET cannot be answered.
+                self.earliest.remove(voter_deadline(cx.config, slot));
+                slot.reset_delivered = None;
+            }
+            // I11: bounded by construction (a newer link state replaces an older one,
+            // `Removed`/`Revoked` replace everything): no client can fill it.
+            slot.mailbox.put(event);
+        }
+    }
+
+    /// The client's callback returned: hand over its next waiting event, if any.
+    pub(super) fn deliver_next<const Q: usize>(&mut self, cx: &mut Ctx<'_, Q>, index: usize) {
+        let ports = &self.ports;
+        let Some(slot) = self.registry.slots.get_mut(index) else {
+            return;
+        };
+        let bound = slot.ports;
+        let link_of = |port: PhysPort| {
+            let state = ports.get(usize::from(port.0))?.link;
+            bound
+                .contains(port)
+                .then_some(Event::LinkChanged { port, state })
+        };
+        if let Some(event) = slot.mailbox.take(link_of) {
+            slot.callback = Some(cx.now);
+            if event == Event::Reset {
+                // I13: a RESET held behind the client's callback is answerable from now.
+                slot.reset_delivered = Some(cx.now);
+            }
+            let client = Registry::<C>::handle(cx.device, index, slot);
+            cx.out.push(Output::Notify { client, event });
+            // Its callback's deadline, and its RESET answer's if this is its RESET.
+            self.earliest.add(callback_deadline(cx.config, slot));
+            if event == Event::Reset {
+                self.earliest.add(voter_deadline(cx.config, slot));
+            }
+        }
+    }
+
+    /// Revoke a client: every later call fails, no event but `Revoked` (when `tell`) is
+    /// addressed to it, and if a callback of its is in flight the owner is asked to fence
+    /// it instead ([`Output::Fence`]), which removal then waits for.
+    pub(super) fn revoke<const Q: usize>(&mut self, cx: &mut Ctx<'_, Q>, index: usize, tell: bool) {
+        let before = self.deadlines_of(cx.config, index);
+        let Some(slot) = self.registry.slot_mut(index) else {
+            return;
+        };
+        let newly = matches!(
+            slot.state,
+            ClientState::Active { .. } | ClientState::Removed
+        );
+        let was_voting = slot.is_voting();
+        if newly {
+            warn!("device {} revokes client {}", cx.device.0, index);
+            slot.state = ClientState::Revoked;
+        }
+        slot.mailbox.clear();
+        let fence = (slot.callback.is_some() || slot.ops_pending())
+            && !slot.fence_requested
+            && !planted!(NoFenceForStuckCallback);
+        if fence {
+            slot.fence_requested = true;
+            let client = Registry::<C>::handle(cx.device, index, slot);
+            cx.out.push(Output::Fence { client });
+        }
+        if was_voting {
+            self.voter_left(true);
+        }
+        self.slot_changed(cx.config, index, before);
+        if newly && tell && !fence {
+            self.notify(cx, index, Event::Revoked);
+        }
+        self.gate_follows_client(cx, index); // I15: a revocation closes the gate
+    }
+
+    /// Tell every active client `event`.
+    pub(super) fn notify_active<const Q: usize>(&mut self, cx: &mut Ctx<'_, Q>, event: Event) {
+        for index in self.registry.occupied() {
+            if self.registry.slot(index).is_some_and(Slot::is_active) {
+                self.notify(cx, index, event);
+            }
+        }
+    }
+
+    /// Set every active client's role (and, after a completed reset, mark it stale).
+    pub(super) fn set_roles(&mut self, role: Role, interface_stale: bool) {
+        for index in self.registry.occupied() {
+            let Some(slot) = self.registry.slots.get_mut(index) else {
+                continue;
+            };
+            if let ClientState::Active { role: r, fresh, .. } = &mut slot.state {
+                if *r == Role::Voting || role == Role::Voting {
+                    // A voter's answer deadline goes (or comes).
+                    self.earliest.invalidate();
+                }
+                *r = role;
+                if interface_stale {
+                    *fresh = false;
+                }
+            }
+        }
+    }
+
+    /// Free a slot whose client is gone for good (unregistered with nothing in flight, or
+    /// force-detached at the end of removal): [`Output::ClientGone`], and the slot's generation
+    /// moves on so old handles go stale (I1).
+    pub(super) fn free_slot<const Q: usize>(&mut self, cx: &mut Ctx<'_, Q>, index: usize) {
+        let before = self.deadlines_of(cx.config, index);
+        if let Some(slot) = self.registry.slot_mut(index) {
+            let client = Registry::<C>::handle(cx.device, index, slot);
+            slot.free();
+            self.registry.mark(index, false);
+            cx.out.push(Output::ClientGone { client });
+        }
+        self.slot_changed(cx.config, index, before);
+    }
+
+    /// A voter answered, left or was revoked. Only a `CanRecover` answer leaves the
+    /// reset unneeded: a voter that answered `ResetExecute`, left or was revoked without
+    /// saying it can recover makes the reset run.
+    pub(super) fn voter_left(&mut self, needs_reset: bool) {
+        if let Phase::Quiescing {
+            voters,
+            reset_needed,
+            ..
+        } = &mut self.phase
+        {
+            *voters = voters.saturating_sub(1);
+            *reset_needed |= needs_reset;
+        }
+    }
+
+    // ---- clients ---------------------------------------------------------------------
+
+    /// [`Input::Register`]: a new client takes the lowest free slot. During a cycle it joins
+    /// without voting and hears `RESET_END` with the rest; refused while unloading or when a
+    /// removal waits behind the reset.
+    #[inline(never)]
+    pub(super) fn register<const Q: usize>(
+        &mut self,
+        cx: &mut Ctx<'_, Q>,
+        kind: ClientKind,
+    ) -> Result<Reply, Error> {
+        if cx.unloading {
+            return Err(Error::Unloading);
+        }
+        let role = match self.phase {
+            Phase::Executing {
+                then: AfterReset::Remove(_),
+            } => return Err(Error::RemoveInProgress),
+            Phase::Quiescing { .. } | Phase::Executing { .. } => Role::Joined,
+            _ => Role::Idle,
+        };
+        let index = self.registry.free_slot().ok_or(Error::RegistryFull)?;
+        let slot = self.registry.slot_mut(index).ok_or(Error::RegistryFull)?;
+        *slot = Slot {
+            generation: slot.generation,
+            state: ClientState::Active {
+                role,
+                fresh: true,
+                holding: false,
+                cannot_pause: false,
+            },
+            kind,
+            ..Slot::FREE
+        };
+        let client = Registry::<C>::handle(cx.device, index, slot);
+        self.registry.mark(index, true);
+        self.gate_follows_client(cx, index); // I15: opens while running
+        Ok(Reply::Registered {
+            client,
+            epoch: self.epoch,
+        })
+    }
+
+    /// [`Input::Unregister`]: nothing more is addressed to the client (I1); its slot frees once
+    /// its callback, operations and fence are over. A voter that leaves makes the reset run.
+    /// Answered `Already` for a handle of a client that is gone.
+    #[inline(never)]
+    pub(super) fn unregister<const Q: usize>(
+        &mut self,
+        cx: &mut Ctx<'_, Q>,
+        client: ClientHandle,
+    ) -> Result<Unregistered, Error> {
+        let index = match self.registry.lookup(client)? {
+            Lookup::Past => return Ok(Unregistered::Already),
+            Lookup::Current(index) => index,
+        };
+        let slot = self.registry.slot_mut(index).ok_or(Error::UnknownClient)?;
+        if slot.state == ClientState::Unregistered {
+            return Ok(Unregistered::Already);
+        }
+        self.close_gate(cx, index); // I15: unregister closes the gate
+        let slot = self.registry.slot_mut(index).ok_or(Error::UnknownClient)?;
+        let was_voting = slot.is_voting();
+        let before = slot_deadlines(cx.config, slot);
+        // I1: after unregister returns, nothing more is addressed to the client.
+        if !planted!(NotifyAfterUnregister) {
+            slot.mailbox.clear();
+        }
+        if slot.in_flight() {
+            slot.state = ClientState::Unregistered;
+            self.slot_changed(cx.config, index, before);
+        } else {
+            self.free_slot(cx, index);
+        }
+        if was_voting {
+            self.voter_left(true);
+        }
+        self.progress(cx);
+        Ok(Unregistered::Now)
+    }
+
+    /// Inlined: see `answer_reset`.
+    #[inline(always)]
+    pub(super) fn callback_done<const Q: usize>(
+        &mut self,
+        cx: &mut Ctx<'_, Q>,
+        client: ClientHandle,
+    ) -> Result<(), Error> {
+        let index = self.registry.current(client)?;
+        let slot = self.registry.slot_mut(index).ok_or(Error::UnknownClient)?;
+        if slot.fence_requested {
+            // I12: once a fence is asked for, only the fence ends the wait.
+            return Ok(());
+        }
+        if slot.callback.is_none() {
+            return Err(Error::NoCallbackInFlight);
+        }
+        self.earliest.remove(callback_deadline(cx.config, slot));
+        slot.callback = None;
+        let deliver_anyway = planted!(NotifyAfterUnregister) && !slot.mailbox.is_empty();
+        if slot.state == ClientState::Unregistered && !deliver_anyway {
+            if !slot.in_flight() {
+                self.free_slot(cx, index);
+            }
+        } else if !slot.mailbox.is_empty() {
+            // Nothing waiting (the usual case) needs no delivery.
+            self.deliver_next(cx, index);
+        }
+        self.progress(cx);
+        Ok(())
+    }
+
+    /// [`Input::FenceDone`]: the owner fenced a revoked client: its callback and operations are
+    /// over, and a stop, reset or removal waiting for them goes on (I12).
+    #[inline(never)]
+    pub(super) fn fence_done<const Q: usize>(
+        &mut self,
+        cx: &mut Ctx<'_, Q>,
+        client: ClientHandle,
+    ) -> Result<(), Error> {
+        let index = self.registry.current(client)?;
+        let slot = self.registry.slot_mut(index).ok_or(Error::UnknownClient)?;
+        if !slot.fence_requested {
+            return Err(Error::NoFenceRequested);
+        }
+        let before = slot_deadlines(cx.config, slot);
+        slot.fence_requested = false;
+        slot.callback = None;
+        slot.ops = 0;
+        slot.gate = fast::Gate::Shut; // the fence covers the fast path too
+        self.slot_changed(cx.config, index, before);
+        let Some(slot) = self.registry.slots.get(index) else {
+            return Err(Error::UnknownClient);
+        };
+        if slot.state == ClientState::Unregistered {
+            self.free_slot(cx, index);
+        }
+        self.progress(cx);
+        Ok(())
+    }
+
+    /// Inlined: see `answer_reset`.
+    #[inline(always)]
+    pub(super) fn acquire(&mut self, client: ClientHandle) -> Result<Epoch, Error> {
+        let index = self.registry.active(client)?;
+        if let Some(ClientState::Active { fresh, .. }) =
+            self.registry.slot_mut(index).map(|s| &mut s.state)
+        {
+            *fresh = true;
+        }
+        Ok(self.epoch)
+    }
+
+    /// [`Input::Bind`]: the client binds to ports of one protocol (a mixed binding is refused,
+    /// naming both protocols).
+    #[inline(never)]
+    pub(super) fn bind(&mut self, client: ClientHandle, ports: PortSet) -> Result<(), Error> {
+        let index = self.registry.active(client)?;
+        if ports.is_empty() {
+            return Err(Error::EmptyBinding);
+        }
+        let mut first: Option<Protocol> = None;
+        for port in ports.iter() {
+            let caps = self
+                .ports
+                .get(usize::from(port.0))
+                .and_then(|p| p.caps)
+                .ok_or(Error::NoSuchPort)?;
+            match first {
+                None => first = Some(caps.protocol),
+                Some(first) if first != caps.protocol => {
+                    return Err(Error::MixedProtocols {
+                        first,
+                        other: caps.protocol,
+                    })
+                }
+                Some(_) => {}
+            }
+        }
+        if let Some(slot) = self.registry.slot_mut(index) {
+            slot.ports = ports;
+        }
+        Ok(())
+    }
+
+    /// Raise or lower one of a client's vetoes: holding the device (vetoes query remove)
+    /// or not being able to pause (vetoes query stop). Setting it twice is the client's
+    /// error, named for the veto.
+    #[inline(never)]
+    pub(super) fn set_veto(
+        &mut self,
+        client: ClientHandle,
+        veto: ClientVeto,
+        on: bool,
+    ) -> Result<(), Error> {
+        let index = self.registry.active(client)?;
+        if let Some(ClientState::Active {
+            holding,
+            cannot_pause,
+            ..
+        }) = self.registry.slot_mut(index).map(|s| &mut s.state)
+        {
+            let (flag, already, not) = match veto {
+                ClientVeto::Hold => (holding, Error::AlreadyHolding, Error::NotHolding),
+                ClientVeto::CannotPause => (
+                    cannot_pause,
+                    Error::AlreadyCannotPause,
+                    Error::NotCannotPause,
+                ),
+            };
+            match (*flag, on) {
+                (true, true) => return Err(already),
+                (false, false) => return Err(not),
+                _ => *flag = on,
+            }
+        }
+        Ok(())
+    }
+
+    /// [`Input::Access`]: grant a client's access at its current epoch while the device runs
+    /// (a voter may still access during quiescing). A hardware operation stays in flight until
+    /// [`Input::AccessDone`]; in a low-power state the access waits for (or is refused by) the
+    /// power state (I14).
+    #[inline(never)]
+    pub(super) fn access<const Q: usize>(
+        &mut self,
+        cx: &mut Ctx<'_, Q>,
+        client: ClientHandle,
+        epoch: Epoch,
+        what: Access,
+    ) -> Result<Reply, Error> {
+        let index = self.registry.active(client)?;
+        let Some(ClientState::Active { role, fresh, .. }) =
+            self.registry.slot(index).map(|s| s.state)
+        else {
+            return Err(Error::ClientDetaching);
+        };
+        if epoch != self.epoch || !fresh {
+            return Err(Error::StaleEpoch {
+                current: self.epoch,
+            });
+        }
+        match (self.phase, role) {
+            (Phase::Running, _) | (Phase::Quiescing { .. }, Role::Voting) => {}
+            (Phase::Quiescing { .. }, _) => return Err(Error::ResetInProgress),
+            // I14 (Power): no access is granted in a low-power state: after an idle
+            // power-down it brings the device back first, in system sleep it is refused.
+            (Phase::LowPower { .. } | Phase::PoweringDown { .. } | Phase::PoweringUp { .. }, _)
+                if !planted!(OperationGrantedInDx) =>
+            {
+                return self.access_while_powered_down(cx);
+            }
+            (Phase::LowPower { .. }, _) => {}
+            _ => return Err(self.refuse(InputKind::Access)),
+        }
+        match what {
+            Access::QueryCounters(port) => {
+                self.ports
+                    .get(usize::from(port.0))
+                    .and_then(|p| p.caps)
+                    .ok_or(Error::NoSuchPort)?;
+            }
+            // I12: a hardware operation is bracketed: in flight until `AccessDone`.
+            Access::HardwareOp => {
+                let slot = self.registry.slot_mut(index).ok_or(Error::UnknownClient)?;
+                if slot.ops >= OPS_PER_CLIENT {
+                    return Err(Error::TooManyOperations);
+                }
+                slot.ops += 1;
+                self.operations_changed();
+            }
+        }
+        Ok(Reply::AccessGranted)
+    }
+
+    /// [`Input::AccessDone`]: a hardware operation ended; a stop, reset, power-down or removal
+    /// waiting for operations may go on (I12).
+    #[inline(never)]
+    pub(super) fn access_done<const Q: usize>(
+        &mut self,
+        cx: &mut Ctx<'_, Q>,
+        client: ClientHandle,
+    ) -> Result<(), Error> {
+        let index = self.registry.current(client)?;
+        let slot = self.registry.slot_mut(index).ok_or(Error::UnknownClient)?;
+        if slot.fence_requested {
+            // I12: once a fence is asked for, only the fence ends the wait.
+            return Ok(());
+        }
+        if slot.ops == 0 {
+            return Err(Error::NoOperationInFlight);
+        }
+        slot.ops -= 1;
+        let free = slot.state == ClientState::Unregistered && !slot.in_flight();
+        self.operations_changed();
+        if free {
+            self.free_slot(cx, index);
+        }
+        self.progress(cx);
+        Ok(())
+    }
+
+    /// Something in flight finished or was fenced: a stop, a reset or a removal that
+    /// waited for it may go on.
+    pub(super) fn progress<const Q: usize>(&mut self, cx: &mut Ctx<'_, Q>) {
+        match self.phase {
+            Phase::Stopping { .. } => self.finish_stop_if_drained(cx),
+            Phase::Quiescing { .. } => self.execute_if_quiesced(cx),
+            Phase::Removing { .. } => self.try_finish_removal(cx),
+            Phase::PoweringDown { .. } => self.power_down_if_drained(cx),
+            _ => {}
+        }
+    }
+
+    /// The capabilities of a client's binding.
+    pub(crate) fn binding_caps(&self, client: ClientHandle) -> Result<BindingCaps, Error> {
+        let index = self.registry.active(client)?;
+        let ports = self
+            .registry
+            .slot(index)
+            .map_or(PortSet::EMPTY, |s| s.ports);
+        let mut caps: Option<BindingCaps> = None;
+        for port in ports.iter() {
+            let Some(pc) = self.ports.get(usize::from(port.0)).and_then(|p| p.caps) else {
+                continue;
+            };
+            caps = Some(match caps {
+                None => BindingCaps {
+                    protocol: pc.protocol,
+                    ports: PortSet::single(port),
+                    max_mtu: pc.max_mtu,
+                    atomics: pc.atomics,
+                },
+                Some(c) => BindingCaps {
+                    protocol: c.protocol,
+                    ports: c.ports.with(port),
+                    max_mtu: c.max_mtu.min(pc.max_mtu),
+                    atomics: c.atomics && pc.atomics,
+                },
+            });
+        }
+        caps.ok_or(Error::NotBound)
+    }
+}
+
+/// A veto a client can raise against a PnP query.
+#[derive(Clone, Copy)]
+pub(super) enum ClientVeto {
+    /// An open handle: vetoes query remove.
+    Hold,
+    /// Work that cannot pause: vetoes query stop.
+    CannotPause,
+}

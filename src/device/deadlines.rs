@@ -1,0 +1,398 @@
+//! Every deadline of a device: computed in one place, kept current as it changes, and
+//! acted on from the same formulas.
+//!
+//! A device waits on three kinds of deadline: a client's callback in flight
+//! ([`Config::callback_timeout`]), a voter's answer to `RESET` (its ack timeout, from the
+//! `RESET`'s delivery), and the phase's own wait (a stop, a power-down or a reset draining
+//! hardware operations; the detach deadline of removal). [`Device::earliest`] keeps the
+//! earliest of them and how many fall at that tick, so [`crate::Lifecycle::poll_timeout`]
+//! reads one value a device. The inputs of a reset cycle (a callback returned, a `RESET`
+//! answered) change it in O(1); any other change (a new phase, a revocation) marks it
+//! stale, and the end of the input finds it again over the occupied slots only.
+
+use super::fast::Gate;
+use super::{Ctx, Device, Phase, Resources};
+use crate::registry::{ClientState, Role, Slot};
+use crate::types::*;
+
+/// When a wait of `ticks` begun at `from` ends; `None` if that is beyond the clock's range,
+/// so never reached. DESIGN r3 allows refusing such an input or carrying the deadline
+/// exactly; it is carried exactly (never saturated to something shorter), because the
+/// inputs that begin waits include surprise removal, remove, unload, time and hardware
+/// completions, which I11 forbids refusing for anything but the owner's own backlog.
+pub(super) fn due(from: Tick, ticks: u64) -> Option<Tick> {
+    from.0.checked_add(ticks).map(Tick)
+}
+
+/// Whether the clock at `now` has reached `at` (never, for a deadline beyond its range).
+fn reached(now: Tick, at: Option<Tick>) -> bool {
+    at.is_some_and(|at| now >= at)
+}
+
+/// How long a voter of `kind` has to answer `RESET`.
+#[inline(always)]
+fn ack_timeout(config: &Config, kind: ClientKind) -> u64 {
+    let timeout = match kind {
+        ClientKind::Untrusted => config.untrusted_ack_timeout,
+        ClientKind::Trusted => config.trusted_ack_timeout,
+    };
+    if planted!(EarlyRevocation) {
+        return timeout / 2;
+    }
+    timeout
+}
+
+/// When a slot's callback in flight overruns: not once a fence is asked for (only the
+/// fence ends that wait).
+#[inline(always)]
+pub(super) fn callback_deadline(config: &Config, slot: &Slot) -> Option<Tick> {
+    if planted!(NoCallbackDeadline) || slot.fence_requested {
+        return None;
+    }
+    due(slot.callback?, config.callback_timeout)
+}
+
+/// When a voter must have answered `RESET`: its whole answer time after the `RESET` was
+/// delivered (I13). None for a non-voter, or while its `RESET` waits behind its own
+/// callback in flight (that callback's deadline runs instead).
+#[inline(always)]
+pub(super) fn voter_deadline(config: &Config, slot: &Slot) -> Option<Tick> {
+    if !slot.is_voting() {
+        return None;
+    }
+    due(slot.reset_delivered?, ack_timeout(config, slot.kind))
+}
+
+/// The deadlines one slot contributes: its callback's and its `RESET` answer's.
+pub(super) type SlotDeadlines = [Option<Tick>; 2];
+
+/// The deadlines of one slot.
+#[inline(always)]
+pub(super) fn slot_deadlines(config: &Config, slot: &Slot) -> SlotDeadlines {
+    [
+        callback_deadline(config, slot),
+        voter_deadline(config, slot),
+    ]
+}
+
+/// Whether a slot holds hardware operations no fence has been asked for yet.
+pub(super) fn unfenced_ops(slot: &Slot) -> bool {
+    slot.ops_pending() && !slot.fence_requested
+}
+
+/// A device's earliest deadline, kept current input by input.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct Earliest {
+    /// The earliest deadline (`None`: nothing waits on one within the clock's range).
+    at: Option<Tick>,
+    /// How many of the device's deadlines fall at `at`: when the last of them goes, the
+    /// next one is found again.
+    count: u16,
+    /// How many deadlines the device waits on in all: when the last goes, there is no
+    /// earliest left to find.
+    total: u16,
+    /// A change not followed one by one: found again at the end of the input.
+    stale: bool,
+}
+
+impl Earliest {
+    pub(crate) const NONE: Earliest = Earliest {
+        at: None,
+        count: 0,
+        total: 0,
+        stale: false,
+    };
+
+    /// A deadline was added.
+    #[inline]
+    pub(super) fn add(&mut self, at: Option<Tick>) {
+        let Some(at) = at else { return };
+        self.total = self.total.saturating_add(1);
+        match self.at {
+            Some(current) if at > current => {}
+            Some(current) if at == current => self.count = self.count.saturating_add(1),
+            _ => {
+                self.at = Some(at);
+                self.count = 1;
+            }
+        }
+    }
+
+    /// The same starts `ticks` later (nothing, beyond the clock's range).
+    fn later(self, ticks: u64) -> Earliest {
+        match self.at.and_then(|at| due(at, ticks)) {
+            Some(at) => Earliest {
+                at: Some(at),
+                ..self
+            },
+            None => Earliest::NONE,
+        }
+    }
+
+    /// `other.count` deadlines at `other.at` were added.
+    fn add_many(&mut self, other: Earliest) {
+        let Some(at) = other.at else { return };
+        self.total = self.total.saturating_add(other.total);
+        match self.at {
+            Some(current) if at > current => {}
+            Some(current) if at == current => {
+                self.count = self.count.saturating_add(other.count);
+            }
+            _ => {
+                self.at = Some(at);
+                self.count = other.count;
+            }
+        }
+    }
+
+    /// A deadline went (it was met, or nobody waits on it any more).
+    #[inline]
+    pub(super) fn remove(&mut self, at: Option<Tick>) {
+        if at.is_none() {
+            return;
+        }
+        self.total = self.total.saturating_sub(1);
+        if at == self.at {
+            self.count = self.count.saturating_sub(1);
+            if self.total == 0 {
+                // Nothing left to wait on: no search.
+                self.at = None;
+            } else if self.count == 0 {
+                self.stale = true;
+            }
+        }
+    }
+
+    /// A slot's deadlines changed from `before` to `after` (ignored while stale: the end
+    /// of the input finds the earliest again anyway).
+    #[inline]
+    pub(super) fn follow(&mut self, before: SlotDeadlines, after: SlotDeadlines) {
+        if self.stale {
+            return;
+        }
+        for (old, new) in before.into_iter().zip(after) {
+            if old != new {
+                self.remove(old);
+                self.add(new);
+            }
+        }
+    }
+
+    /// Something changed that is not followed one by one (a phase, several slots).
+    #[inline]
+    pub(super) fn invalidate(&mut self) {
+        self.stale = true;
+    }
+}
+
+impl<const C: usize, const P: usize> Device<C, P> {
+    /// The next time this device needs an [`Input::Timeout`], if it waits on a deadline
+    /// the clock can reach. O(1): the value kept by the inputs.
+    #[inline]
+    pub(crate) fn next_deadline(&self) -> Option<Tick> {
+        self.earliest.at
+    }
+
+    /// The phase's own deadline: a stop's, a power-down's or a reset's wait for hardware
+    /// operations in flight, or removal's detach deadline, while something waits on it.
+    fn phase_deadline(&self, config: &Config) -> Option<Tick> {
+        let unfenced = || self.registry.occupied_slots().any(unfenced_ops);
+        match self.phase {
+            Phase::Quiescing {
+                draining: Some(from),
+                ..
+            }
+            | Phase::Stopping { since: from, .. }
+            | Phase::PoweringDown {
+                since: from,
+                commanded: false,
+                ..
+            } if unfenced() => due(from, config.operation_timeout),
+            Phase::Removing { deadline, .. }
+                if unfenced()
+                    || self
+                        .registry
+                        .occupied_slots()
+                        .any(|s| s.state == ClientState::Removed) =>
+            {
+                deadline
+            }
+            _ => None,
+        }
+    }
+
+    /// Whether the phase waits on hardware operations or detaches, so that a change to a
+    /// client's operations, fence or state may move the phase's deadline.
+    pub(super) fn phase_waits(&self) -> bool {
+        matches!(
+            self.phase,
+            Phase::Quiescing {
+                draining: Some(_),
+                ..
+            } | Phase::Stopping { .. }
+                | Phase::PoweringDown {
+                    commanded: false,
+                    ..
+                }
+                | Phase::Removing { .. }
+        )
+    }
+
+    /// The deadlines slot `index` contributes now.
+    pub(super) fn deadlines_of(&self, config: &Config, index: usize) -> SlotDeadlines {
+        self.registry
+            .slot(index)
+            .map_or([None, None], |slot| slot_deadlines(config, slot))
+    }
+
+    /// Slot `index` changed from contributing `before`: follow the difference; a change
+    /// that may move the phase's deadline marks it stale.
+    pub(super) fn slot_changed(&mut self, config: &Config, index: usize, before: SlotDeadlines) {
+        let after = self.deadlines_of(config, index);
+        self.earliest.follow(before, after);
+        self.operations_changed();
+    }
+
+    /// A client's operations, fence or state changed: the phase's deadline may move.
+    #[inline]
+    pub(super) fn operations_changed(&mut self) {
+        if self.phase_waits() {
+            self.earliest.invalidate();
+        }
+    }
+
+    /// End of an input: find the earliest deadline again if a change was not followed one
+    /// by one. Visits the occupied slots only.
+    #[inline]
+    pub(super) fn refresh_deadline(&mut self, config: &Config) {
+        if self.earliest.stale {
+            self.find_deadline(config);
+        }
+    }
+
+    /// The same deadlines as `slot_deadlines` over every slot, plus the phase's. Deadlines
+    /// of one kind share their timeout, so the earliest start of each kind (and how many
+    /// began then) is found first and the timeouts are added once.
+    #[inline(never)]
+    fn find_deadline(&mut self, config: &Config) {
+        if self.registry.occupied().is_empty() && !self.phase_waits() {
+            self.earliest = Earliest::NONE;
+            return;
+        }
+        let mut callbacks = Earliest::NONE;
+        let mut trusted = Earliest::NONE;
+        let mut untrusted = Earliest::NONE;
+        let mut closes = Earliest::NONE;
+        for slot in self.registry.occupied_slots() {
+            if !slot.fence_requested {
+                callbacks.add(slot.callback);
+                if let Gate::Closing { since } = slot.gate {
+                    closes.add(Some(since));
+                }
+            }
+            if slot.is_voting() {
+                match slot.kind {
+                    ClientKind::Trusted => trusted.add(slot.reset_delivered),
+                    ClientKind::Untrusted => untrusted.add(slot.reset_delivered),
+                }
+            }
+        }
+        let mut earliest = Earliest::NONE;
+        if !planted!(NoCallbackDeadline) {
+            earliest.add_many(callbacks.later(config.callback_timeout));
+        }
+        earliest.add_many(trusted.later(ack_timeout(config, ClientKind::Trusted)));
+        earliest.add_many(untrusted.later(ack_timeout(config, ClientKind::Untrusted)));
+        earliest.add_many(closes.later(config.operation_timeout));
+        earliest.add(self.phase_deadline(config));
+        self.earliest = earliest;
+    }
+
+    /// Act on every deadline that `cx.now` has reached, from the same formulas as the
+    /// kept earliest deadline.
+    pub(crate) fn on_timeout<const Q: usize>(&mut self, cx: &mut Ctx<'_, Q>) {
+        let now = cx.now;
+        if !reached(now, self.earliest.at) {
+            return; // I13: nothing is due before its deadline
+        }
+        self.earliest.invalidate();
+        let config = cx.config;
+        // I13: a callback past its deadline gets its client revoked and fenced; under
+        // `FailDevice` a trusted active client's overrun escalates.
+        let mut escalate = false;
+        for index in self.registry.occupied() {
+            let Some(slot) = self.registry.slot(index) else {
+                continue;
+            };
+            if reached(now, callback_deadline(config, slot)) {
+                escalate |= slot.kind == ClientKind::Trusted
+                    && slot.is_active()
+                    && config.trusted_policy == TrustedTimeoutPolicy::FailDevice;
+                self.revoke(cx, index, true);
+            }
+        }
+        // I9, I15: a gate close unanswered in time revokes and fences its client.
+        self.fence_overrunning_closes(cx);
+        if reached(now, self.phase_deadline(config)) {
+            if let Phase::Removing { .. } = self.phase {
+                // I9: `Removed` was their last event: they are fenced without another;
+                // whatever is still in flight is fenced before the teardown (I12).
+                for index in self.registry.occupied() {
+                    if self
+                        .registry
+                        .slot(index)
+                        .is_some_and(|s| s.state == ClientState::Removed || unfenced_ops(s))
+                    {
+                        self.revoke(cx, index, false);
+                    }
+                }
+            } else {
+                // I12: operations that outlast a stop's, power-down's or reset's wait are
+                // revoked and fenced.
+                self.fence_operations(cx);
+            }
+        }
+        if let Phase::Quiescing { .. } = self.phase {
+            // I13: a voter that does not answer RESET in time (counted from its delivery)
+            // is revoked, or escalates under `FailDevice`.
+            for index in self.registry.occupied() {
+                let Some(slot) = self.registry.slot(index) else {
+                    continue;
+                };
+                if !reached(now, voter_deadline(config, slot)) {
+                    continue;
+                }
+                match (slot.kind, config.trusted_policy) {
+                    (ClientKind::Trusted, TrustedTimeoutPolicy::FailDevice) => escalate = true,
+                    _ => self.revoke(cx, index, true),
+                }
+            }
+        }
+        if escalate && matches!(self.phase, Phase::Running | Phase::Quiescing { .. }) {
+            self.fail_on_timeout(cx);
+        }
+        self.progress(cx);
+        self.open_gates_when_settled(cx);
+        self.refresh_deadline(config);
+    }
+
+    /// Revoke and fence every client with a hardware operation in flight that is not
+    /// fenced yet: the stop, power-down or reset waited long enough (I12).
+    fn fence_operations<const Q: usize>(&mut self, cx: &mut Ctx<'_, Q>) {
+        for index in self.registry.occupied() {
+            if self.registry.slot(index).is_some_and(unfenced_ops) {
+                self.revoke(cx, index, true);
+            }
+        }
+    }
+
+    /// A trusted client missed a deadline under [`TrustedTimeoutPolicy::FailDevice`].
+    fn fail_on_timeout<const Q: usize>(&mut self, cx: &mut Ctx<'_, Q>) {
+        if matches!(self.phase, Phase::Quiescing { .. }) {
+            cx.cycle_finished(CycleOutcome::ClientTimedOut);
+        }
+        self.set_roles(Role::Idle, false);
+        self.fail(cx, Resources::Held, FailureCause::ClientMissedDeadline);
+        self.notify_active(cx, Event::DeviceFatal);
+    }
+}
