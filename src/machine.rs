@@ -554,6 +554,48 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Lifecycle<D
         .map(drop)
     }
 
+    /// Would [`power_down`](Self::power_down) of `kind` be accepted now? The answer is
+    /// exactly the one it would get (`Ok` for accepted, else its error: the table's
+    /// disposition, then the handler's own checks, e.g. an idle power-down vetoed during a
+    /// reset cycle), and nothing changes (DESIGN "Asking changes nothing"). For
+    /// `IRP_MN_QUERY_POWER` and its kin.
+    pub fn query_power_down(&self, device: DeviceId, kind: PowerDownKind) -> Result<(), Error> {
+        if self.driver == DriverPhase::Unloaded {
+            return Err(Error::Unloaded);
+        }
+        let dev = self
+            .devices
+            .get(usize::from(device.0))
+            .ok_or(Error::NoSuchDevice)?;
+        let phase = dev.phase.kind();
+        let handled = match disposition(phase, InputKind::PowerDown) {
+            Disposition::Refuse => {
+                return Err(Error::InvalidState {
+                    phase,
+                    input: InputKind::PowerDown,
+                })
+            }
+            Disposition::Veto => return Err(Error::Vetoed(VetoReason::ResetInProgress)),
+            Disposition::Ignore => false,
+            Disposition::Handle | Disposition::Defer => true,
+        };
+        // As `handle`: an ignored input needs room for its completion, a handled one more.
+        let needed = if handled {
+            Self::DEVICE_INPUT_OUTPUTS
+        } else {
+            1
+        };
+        if self.outputs.free() < needed {
+            return Err(Error::OutputBacklog {
+                needed: u16::try_from(needed).unwrap_or(u16::MAX),
+            });
+        }
+        if !handled {
+            return Ok(());
+        }
+        dev.power_down_plan(kind).map(drop)
+    }
+
     /// Bring a device in a low-power state back to D0 ([`Input::PowerUp`]).
     pub fn power_up(
         &mut self,

@@ -5042,3 +5042,62 @@ fn a_reset_and_a_fatal_error_while_powering_up_are_served_by_one_cycle_after_it(
         ]
     );
 }
+
+/// DESIGN "Power": asking whether a power-down would be accepted changes nothing, and the
+/// answer is the one the power-down gets: the table's (refused in StopPending), then the
+/// handler's on its data (an idle power-down vetoed during a reset cycle, a second deferred
+/// system sleep refused as pending).
+#[test]
+fn asking_whether_a_power_down_would_be_accepted_answers_as_it_and_changes_nothing() {
+    use PowerDownKind::{Idle, SystemSleep};
+    fn ask(o: &O, kind: PowerDownKind) -> Result<(), Error> {
+        let before = o.m.clone();
+        let answer = o.m.query_power_down(DEV, kind);
+        assert_eq!(o.m, before, "asking changed the machine");
+        answer
+    }
+    let (mut o, c) = running_with(&[ClientKind::Trusted]);
+    assert_eq!(ask(&o, Idle), Ok(()));
+    assert_eq!(ask(&o, SystemSleep), Ok(()));
+    assert_eq!(
+        o.m.query_power_down(DeviceId(9), Idle),
+        Err(Error::NoSuchDevice)
+    );
+    o.ok(Input::ResetRequest { client: c[0] });
+    assert_eq!(
+        ask(&o, Idle),
+        Err(Error::Vetoed(VetoReason::ResetInProgress))
+    );
+    assert_eq!(ask(&o, SystemSleep), Ok(()));
+    let (_, out) = power_down(&mut o, SystemSleep);
+    assert_eq!(
+        out,
+        vec![],
+        "the asked sleep is accepted and waits for the cycle"
+    );
+    assert_eq!(ask(&o, SystemSleep), Err(Error::RequestPending));
+    o.refused(
+        Input::PowerDown {
+            device: DEV,
+            kind: SystemSleep,
+            token: RequestToken(60),
+        },
+        Error::RequestPending,
+    );
+    // Query stop succeeded: the table refuses a power-down, and so does the answer.
+    let (mut o, _) = running_with(&[ClientKind::Trusted]);
+    let t = o.token();
+    o.ok(Input::QueryStop {
+        device: DEV,
+        token: t,
+    });
+    let refused = Err(Error::InvalidState {
+        phase: PhaseKind::StopPending,
+        input: InputKind::PowerDown,
+    });
+    assert_eq!(ask(&o, SystemSleep), refused);
+    // In Dx: accepted (already down).
+    let (o, _) = in_dx(Idle);
+    assert_eq!(ask(&o, Idle), Ok(()));
+    assert_eq!(ask(&o, SystemSleep), Ok(()));
+}

@@ -13,21 +13,26 @@ use crate::registry::Role;
 use crate::table::{InputKind, PhaseKind};
 use crate::types::*;
 
+/// What an admitted power-down does ([`Device::power_down_plan`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PowerDownPlan {
+    /// Tell clients `Suspending`, drain operations, then command the power-down.
+    Begin,
+    /// A system sleep during a reset cycle: begun once the cycle leaves the device running.
+    AfterCycle,
+    /// Already in a low-power state: completed at once, the state now of this kind.
+    AlreadyDown(PowerDownKind),
+}
+
 impl<const C: usize, const P: usize> Device<C, P> {
-    /// [`Input::PowerDown`] in a state the table admits it in.
-    #[inline(never)]
-    pub(super) fn power_down<const Q: usize>(
-        &mut self,
-        cx: &mut Ctx<'_, Q>,
-        kind: PowerDownKind,
-        token: RequestToken,
-    ) -> Result<(), Error> {
+    /// What [`Input::PowerDown`] of `kind` would do now, in a state the table admits it
+    /// in, or the error it would get. Pure: [`Self::power_down`] acts on it and
+    /// `Lifecycle::query_power_down` answers from it, so the two cannot drift (DESIGN
+    /// "Asking changes nothing").
+    pub(crate) fn power_down_plan(&self, kind: PowerDownKind) -> Result<PowerDownPlan, Error> {
         match (self.phase, kind) {
             // Rule (Power): powering down is orderly: suspending, drain, then the command.
-            (Phase::Running, _) => {
-                self.begin_power_down(cx, kind, token);
-                Ok(())
-            }
+            (Phase::Running, _) => Ok(PowerDownPlan::Begin),
             // Rule (Power): an idle power-down is not started during a reset cycle.
             (Phase::Quiescing { .. } | Phase::Executing { .. }, PowerDownKind::Idle) => {
                 Err(Error::Vetoed(VetoReason::ResetInProgress))
@@ -43,21 +48,38 @@ impl<const C: usize, const P: usize> Device<C, P> {
                 if self.sleep_after_cycle.is_some() {
                     return Err(Error::RequestPending);
                 }
-                self.sleep_after_cycle = Some(token);
-                Ok(())
+                Ok(PowerDownPlan::AfterCycle)
             }
             // Rule (Power): already down; a system sleep makes an idle Dx a sleep.
-            (Phase::LowPower { kind: was, reset }, _) => {
-                let kind = match (was, kind) {
+            (Phase::LowPower { kind: was, .. }, _) => {
+                Ok(PowerDownPlan::AlreadyDown(match (was, kind) {
                     (PowerDownKind::Idle, PowerDownKind::Idle) => PowerDownKind::Idle,
                     _ => PowerDownKind::SystemSleep,
-                };
-                self.set_phase(cx, Phase::LowPower { kind, reset });
-                cx.complete(token, Status::Success);
-                Ok(())
+                }))
             }
             _ => Err(self.refuse(InputKind::PowerDown)),
         }
+    }
+
+    /// [`Input::PowerDown`] in a state the table admits it in.
+    #[inline(never)]
+    pub(super) fn power_down<const Q: usize>(
+        &mut self,
+        cx: &mut Ctx<'_, Q>,
+        kind: PowerDownKind,
+        token: RequestToken,
+    ) -> Result<(), Error> {
+        match self.power_down_plan(kind)? {
+            PowerDownPlan::Begin => self.begin_power_down(cx, kind, token),
+            PowerDownPlan::AfterCycle => self.sleep_after_cycle = Some(token),
+            PowerDownPlan::AlreadyDown(kind) => {
+                if let Phase::LowPower { reset, .. } = self.phase {
+                    self.set_phase(cx, Phase::LowPower { kind, reset });
+                }
+                cx.complete(token, Status::Success);
+            }
+        }
+        Ok(())
     }
 
     /// Tell every client `Suspending`, then power down once no operation is in flight.

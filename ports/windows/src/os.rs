@@ -339,7 +339,10 @@ pub fn feed_irp<K: Kernel, O: WindowsVocabulary<K>>(
             return NtStatus::PENDING;
         }
         PnpMinor::QueryPower(state) => {
-            let status = state.query(owner.machine().phase(device));
+            let machine = owner.machine();
+            let status = state.query(machine.phase(device), |kind| {
+                machine.query_power_down(device, kind)
+            });
             irp.complete(status);
             return status;
         }

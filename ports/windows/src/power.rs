@@ -8,9 +8,8 @@
 
 use std::sync::Arc;
 
-use pnp_lifecycle::table::{disposition, Disposition};
 use pnp_lifecycle::{
-    DeviceId, Input, InputKind, PhaseKind, PowerDownKind, PowerUpResult, RequestToken, StartResult,
+    DeviceId, Input, PhaseKind, PowerDownKind, PowerUpResult, RequestToken, StartResult,
 };
 use pnp_lifecycle_runtime::{Kernel, Monitor};
 
@@ -82,22 +81,28 @@ impl PowerState {
         }
     }
 
-    /// `IRP_MN_QUERY_POWER`, answered from the core's state without changing it (the core
-    /// has no query-power input): the table's disposition of the input a set-power to this
-    /// state would be, in the device's phase. Handled, deferred or ignored: success; vetoed:
-    /// `STATUS_DEVICE_BUSY`; refused: `STATUS_INVALID_DEVICE_STATE`. Windows sends queries
-    /// only for lower states; a query for S0 / D0 succeeds.
-    pub fn query(self, phase: Option<PhaseKind>) -> NtStatus {
-        let Some(phase) = phase else {
+    /// `IRP_MN_QUERY_POWER`, answered from the core's side-effect-free question
+    /// ([`pnp_lifecycle::Lifecycle::query_power_down`], passed as `ask`): exactly the answer
+    /// the set-power to this state would get now, nothing changed. Accepted: success; else
+    /// the refusal's status (vetoed: `STATUS_DEVICE_BUSY`; refused:
+    /// `STATUS_INVALID_DEVICE_STATE`). Windows sends queries only for lower states; a query
+    /// for S0 / D0 succeeds. `phase` is `None` for a device id the driver does not have.
+    pub fn query(
+        self,
+        phase: Option<PhaseKind>,
+        ask: impl FnOnce(PowerDownKind) -> Result<(), pnp_lifecycle::Error>,
+    ) -> NtStatus {
+        if phase.is_none() {
             return NtStatus::NO_SUCH_DEVICE;
-        };
-        if self.working() {
-            return NtStatus::SUCCESS;
         }
-        match disposition(phase, InputKind::PowerDown) {
-            Disposition::Veto => NtStatus::DEVICE_BUSY,
-            Disposition::Refuse => NtStatus::INVALID_DEVICE_STATE,
-            _ => NtStatus::SUCCESS,
+        let kind = match self {
+            _ if self.working() => return NtStatus::SUCCESS,
+            PowerState::System(_) => PowerDownKind::SystemSleep,
+            PowerState::Device(_) => PowerDownKind::Idle,
+        };
+        match ask(kind) {
+            Ok(()) => NtStatus::SUCCESS,
+            Err(error) => error.into(),
         }
     }
 }

@@ -579,13 +579,10 @@ fn set_power_s3_or_d3_while_a_query_remove_is_pending_is_not_failed() {
     }
 }
 
-/// Issue 22, item 6: `IRP_MN_QUERY_POWER` is answered from the table's disposition, which
-/// is approximate where a handler decides on its data: during a reset cycle an idle
-/// power-down is vetoed by `Device::power_down`, but the table says Handle, so the query
-/// succeeds. The core has no side-effect-free "would this power-down be accepted" (DESIGN
-/// r3, "Asking changes nothing"); once it has, the port answers from it.
+/// Issue 22, item 6: `IRP_MN_QUERY_POWER` is answered from the core's query, which knows
+/// what a handler decides on its data: during a reset cycle an idle power-down is vetoed
+/// (the table alone says Handle), and the query says so too.
 #[test]
-#[ignore = "the core has no side-effect-free power-down query (issue 22 item 6)"]
 fn query_power_during_a_reset_cycle_agrees_with_the_set() {
     let rig = Rig::started();
     let (iface, _events) = client(&rig.driver);
