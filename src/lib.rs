@@ -174,6 +174,7 @@ mod diagram;
 mod display;
 mod machine;
 mod mailbox;
+mod owner_loop;
 #[cfg(pnp_faults)]
 pub mod planted;
 mod queue;
@@ -196,6 +197,7 @@ pub mod inspect {
 struct ReadmeDoctests;
 
 pub use machine::{outputs_per_device_input, queue_capacity, ClientView, DriverPhase, Lifecycle};
+pub use owner_loop::{Fed, Refusal};
 pub use recorder::{Record, Recorder};
 pub use registry::{ClientState, Role};
 pub use table::{InputKind, PhaseKind};

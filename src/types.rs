@@ -25,6 +25,7 @@ impl PortSet {
     pub const EMPTY: PortSet = PortSet(0);
 
     /// The set holding only `port` (empty if the index is 8 or more).
+    #[must_use]
     pub const fn single(port: PhysPort) -> PortSet {
         if port.0 < 8 {
             PortSet(1 << port.0)
@@ -34,21 +35,25 @@ impl PortSet {
     }
 
     /// This set with `port` added.
+    #[must_use]
     pub const fn with(self, port: PhysPort) -> PortSet {
         PortSet(self.0 | PortSet::single(port).0)
     }
 
     /// Whether `port` is in the set.
+    #[must_use]
     pub const fn contains(self, port: PhysPort) -> bool {
         port.0 < 8 && self.0 & (1 << port.0) != 0
     }
 
     /// Whether the set is empty.
+    #[must_use]
     pub const fn is_empty(self) -> bool {
         self.0 == 0
     }
 
     /// How many ports the set holds.
+    #[must_use]
     pub const fn len(self) -> u32 {
         self.0.count_ones()
     }
@@ -94,6 +99,7 @@ ordered_type! {
 impl Tick {
     /// The time `elapsed` after a clock's zero, at `ticks_per_second` (rounded down,
     /// saturating at `u64::MAX` ticks).
+    #[must_use]
     pub const fn from_duration(elapsed: core::time::Duration, ticks_per_second: u64) -> Tick {
         let ticks = elapsed.as_nanos() * ticks_per_second as u128 / 1_000_000_000;
         Tick(if ticks > u64::MAX as u128 {
@@ -105,6 +111,7 @@ impl Tick {
 
     /// This time as a [`core::time::Duration`] since the clock's zero, at
     /// `ticks_per_second` (zero ticks per second gives zero).
+    #[must_use]
     pub const fn to_duration(self, ticks_per_second: u64) -> core::time::Duration {
         if ticks_per_second == 0 {
             return core::time::Duration::ZERO;
@@ -116,6 +123,7 @@ impl Tick {
     }
 
     /// `ticks` later, saturating.
+    #[must_use]
     pub const fn after(self, ticks: u64) -> Tick {
         Tick(self.0.saturating_add(ticks))
     }
@@ -519,6 +527,7 @@ value_type! {
 impl Input {
     /// The input's kind, the column of the per-state table.
     #[inline]
+    #[must_use]
     pub const fn kind(&self) -> InputKind {
         match self {
             Input::AddDevice { .. } => InputKind::AddDevice,
@@ -561,6 +570,7 @@ impl Input {
 
     /// The request token of a PnP request input, if it carries one.
     #[inline]
+    #[must_use]
     pub const fn token(&self) -> Option<RequestToken> {
         match *self {
             Input::Start { token, .. }
@@ -578,6 +588,7 @@ impl Input {
 
     /// The device the input concerns, if it concerns one.
     #[inline]
+    #[must_use]
     pub const fn device(&self) -> Option<DeviceId> {
         match *self {
             Input::AddDevice { device }
@@ -887,7 +898,9 @@ value_type! {
 }
 
 value_type! {
-    /// How an access was taken ([`crate::Lifecycle::access`]).
+    /// How an access was taken ([`crate::Lifecycle::access`]). Not every answer grants
+    /// it: one dropped unread may touch hardware that is powering up.
+    #[must_use = "only `AccessAnswer::Granted` lets the access go ahead"]
     pub enum AccessAnswer {
         /// Granted ([`Reply::AccessGranted`]).
         Granted,
