@@ -71,6 +71,9 @@ value_type! {
 ///   [`Input::Timeout`] with `now` when the owner's clock reaches it. An owner that does
 ///   only this never sees a deadline shorter than configured.
 ///
+/// [`feed`](Self::feed) does the three in one call (the recommended loop: see the
+/// crate's front page); [`drain`](Self::drain) does the last two after a typed method.
+///
 /// ```
 /// use pnp_lifecycle::*;
 /// // One device, 8 client slots, 2 physical ports; the queue fits the worst input.
@@ -395,7 +398,7 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Lifecycle<D
     pub fn failure(&self, device: DeviceId) -> Option<FailureCause> {
         self.devices
             .get(usize::from(device.0))
-            .and_then(|d| d.failure())
+            .and_then(Device::failure)
     }
 
     /// A device's current epoch.
@@ -499,7 +502,7 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Lifecycle<D
 
     // -- the OS's PnP requests and the hardware's completions --
 
-    /// A new device (AddDevice, probe): [`Input::AddDevice`]. Its slot must be free.
+    /// A new device (`AddDevice`, probe): [`Input::AddDevice`]. Its slot must be free.
     ///
     /// # Errors
     ///

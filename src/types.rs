@@ -286,7 +286,7 @@ value_type! {
     /// );
     /// ```
     pub enum Input {
-        /// A new device (AddDevice, probe). Its slot must be free.
+        /// A new device (`AddDevice`, probe). Its slot must be free.
         AddDevice {
             /// The device.
             device: DeviceId,
@@ -300,7 +300,7 @@ value_type! {
             /// What it can do.
             caps: PortCaps,
         },
-        /// Start, or restart after stop (IRP_MN_START_DEVICE).
+        /// Start, or restart after stop (`IRP_MN_START_DEVICE`).
         Start {
             /// The device.
             device: DeviceId,
@@ -314,28 +314,28 @@ value_type! {
             /// What happened.
             result: StartResult,
         },
-        /// IRP_MN_QUERY_STOP_DEVICE (resource rebalance). Vetoed during a reset cycle.
+        /// `IRP_MN_QUERY_STOP_DEVICE` (resource rebalance). Vetoed during a reset cycle.
         QueryStop {
             /// The device.
             device: DeviceId,
             /// Completed at once.
             token: RequestToken,
         },
-        /// IRP_MN_CANCEL_STOP_DEVICE. Succeeds in every present state.
+        /// `IRP_MN_CANCEL_STOP_DEVICE`. Succeeds in every present state.
         CancelStop {
             /// The device.
             device: DeviceId,
             /// Completed at once.
             token: RequestToken,
         },
-        /// IRP_MN_STOP_DEVICE, after a successful query stop.
+        /// `IRP_MN_STOP_DEVICE`, after a successful query stop.
         Stop {
             /// The device.
             device: DeviceId,
             /// Completed at once.
             token: RequestToken,
         },
-        /// IRP_MN_QUERY_REMOVE_DEVICE. Vetoed during a reset cycle or while a client holds
+        /// `IRP_MN_QUERY_REMOVE_DEVICE`. Vetoed during a reset cycle or while a client holds
         /// the device.
         QueryRemove {
             /// The device.
@@ -343,21 +343,21 @@ value_type! {
             /// Completed at once.
             token: RequestToken,
         },
-        /// IRP_MN_CANCEL_REMOVE_DEVICE. Succeeds in every present state.
+        /// `IRP_MN_CANCEL_REMOVE_DEVICE`. Succeeds in every present state.
         CancelRemove {
             /// The device.
             device: DeviceId,
             /// Completed at once.
             token: RequestToken,
         },
-        /// IRP_MN_REMOVE_DEVICE: tell every client, drain, undo, complete.
+        /// `IRP_MN_REMOVE_DEVICE`: tell every client, drain, undo, complete.
         Remove {
             /// The device.
             device: DeviceId,
             /// Completed when the device is gone.
             token: RequestToken,
         },
-        /// IRP_MN_SURPRISE_REMOVAL, or a PCI permanent failure: the hardware is gone and is
+        /// `IRP_MN_SURPRISE_REMOVAL`, or a PCI permanent failure: the hardware is gone and is
         /// never commanded again. Cannot be vetoed.
         SurpriseRemoval {
             /// The device.
@@ -519,7 +519,7 @@ value_type! {
         /// The owner's timer fired: the `now` passed with it reached
         /// [`crate::Lifecycle::poll_timeout`]. Early or spurious timeouts do nothing.
         Timeout,
-        /// Driver unload (DriverUnload, module exit): a fence over every device.
+        /// Driver unload (`DriverUnload`, module exit): a fence over every device.
         Unload,
     }
 }

@@ -325,3 +325,16 @@ fn an_owner_loop_built_on_feed_runs_a_reset_cycle_a_timeout_and_unload_to_the_en
     assert_eq!(seen.last(), Some(&Output::UnloadMayFinish));
     assert_eq!(m.lost_outputs(), 0);
 }
+
+/// Naming the input and the time costs the refusal, not the bare error every other call
+/// returns: `Error` stays 16 bytes (as small as `Result<Reply, Error>`), and a `Refusal`
+/// is that plus the 12-byte input and the 8-byte time.
+#[test]
+fn naming_the_input_and_time_leaves_the_bare_error_small() {
+    use core::mem::size_of;
+    assert_eq!(size_of::<Error>(), 16);
+    assert_eq!(size_of::<Result<Reply, Error>>(), size_of::<Error>());
+    assert!(
+        size_of::<Refusal>() <= size_of::<Error>() + size_of::<Input>() + size_of::<Tick>() + 4
+    );
+}
