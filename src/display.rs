@@ -1,5 +1,6 @@
 //! Human-readable text: what a driver writer sees in a log line or an error message.
 
+use crate::owner_loop::Refusal;
 use crate::table::{InputKind, PhaseKind};
 use crate::types::{CycleOutcome, Error, HardwareCommand, VetoReason};
 use core::fmt::{Debug, Display, Formatter, Result};
@@ -128,3 +129,19 @@ impl Display for Error {
 }
 
 impl core::error::Error for Error {}
+
+impl Display for Refusal {
+    fn fmt(&self, f: &mut Formatter<'_>) -> Result {
+        write!(f, "{}", self.kind())?;
+        if let Some(client) = self.client() {
+            write!(
+                f,
+                " by client {} (generation {}) of device {}",
+                client.slot, client.generation, client.device.0
+            )?;
+        } else if let Some(device) = self.device() {
+            write!(f, " for device {}", device.0)?;
+        }
+        write!(f, " at tick {} refused: {}", self.at.0, self.error)
+    }
+}

@@ -33,96 +33,112 @@
 //! ## The owner loop
 //!
 //! The owner feeds every input with its clock, drains every output after it, carries each
-//! out (outside any lock it holds), and wakes at [`Lifecycle::poll_timeout`]. This loop
-//! matches every [`Output`]; a real owner replaces the comments with its OS calls.
+//! out (outside any lock it holds), and arms its timer at the next deadline.
+//! [`Lifecycle::feed`] is that step in one call: it feeds the input, hands every output to
+//! the owner's sink in order, and returns the reply with [`Fed::wake_at`], when to feed
+//! [`Input::Timeout`]. A refusal is a [`Refusal`] naming the input, its device or client
+//! and the time. Every input also has a typed method ([`Lifecycle::start`],
+//! [`Lifecycle::reset_execute`], ...); after one, [`Lifecycle::drain`] hands the outputs
+//! over and says when to wake (or the next `feed` hands them over first).
+//!
+//! This loop matches every [`Output`]; a real owner replaces the comments with its OS
+//! calls, and a `no_std` one keeps its work in a fixed-capacity queue instead.
 //!
 //! ```
 //! use pnp_lifecycle::*;
+//! use std::collections::VecDeque;
 //!
 //! type Hca = Lifecycle<1, 4, 1, { queue_capacity(1, 4) }>;
 //!
-//! /// Feed `input` at `now`, then carry out every output, including what carrying them
-//! /// out feeds back (callback returns, hardware completions, fences).
-//! fn feed(m: &mut Hca, now: Tick, input: Input) -> Result<Reply, Error> {
-//!     let reply = m.handle(now, input)?;
-//!     // What carrying out the outputs reports, fed once they are drained. `heapless` is
-//!     // the core's own dependency: add `heapless = "0.9"` to your Cargo.toml to copy this
-//!     // (or use `std::collections::VecDeque` on a hosted owner).
-//!     let mut work = heapless::Deque::<Input, 64>::new();
-//!     loop {
-//!         while let Some(output) = m.poll_output() {
-//!             let follow_up = match output {
-//!                 // Call the client's callback outside any lock; report its return.
-//!                 Output::Notify { client, event } => {
-//!                     let _ = event; // e.g. RESET: the client quiesces, answers later
-//!                     Some(Input::CallbackDone { client })
-//!                 }
-//!                 // Cut a revoked client's path to the device, then report it.
-//!                 Output::Fence { client } => Some(Input::FenceDone { client }),
-//!                 // Only with `Lifecycle::with_fast_path`: open the client's gate, or
-//!                 // close it and report the operations still in flight on it.
-//!                 Output::FastPath { client, gate } => match gate {
-//!                     FastPathGate::Open { .. } => None,
-//!                     FastPathGate::Close => Some(Input::FastPathClosed { client, in_flight: 0 }),
-//!                 },
-//!                 // Command the hardware; report what it did.
-//!                 Output::Hardware { device, command } => match command {
-//!                     HardwareCommand::Start => {
-//!                         Some(Input::StartDone { device, result: StartResult::Started })
-//!                     }
-//!                     HardwareCommand::Reset => {
-//!                         Some(Input::ResetDone { device, result: ResetResult::Succeeded })
-//!                     }
-//!                     HardwareCommand::Shutdown | HardwareCommand::ReleaseResources => None,
-//!                     // D0 exit and entry (this hardware keeps its state while down).
-//!                     HardwareCommand::PowerDown => Some(Input::PowerDownDone { device }),
-//!                     HardwareCommand::PowerUp => {
-//!                         Some(Input::PowerUpDone { device, result: PowerUpResult::Powered })
-//!                     }
-//!                 },
-//!                 // Complete the IRP / return from probe with `status`.
-//!                 Output::Complete { .. } => None,
-//!                 // Answer every reset request (and deferred fatal error) of this cycle.
-//!                 Output::ResetCycleFinished { .. } => None,
-//!                 // Report the failure to the OS (Windows: PNP_DEVICE_FAILED).
-//!                 Output::DeviceFailed { .. } => None,
-//!                 // A blocking unregister may return; a device slot is free.
-//!                 Output::ClientGone { .. } | Output::DeviceRemoved { .. } => None,
-//!                 // DriverUnload may return.
-//!                 Output::UnloadMayFinish => None,
-//!             };
-//!             if let Some(input) = follow_up {
-//!                 work.push_back(input).map_err(|_| Error::OutputBacklog { needed: 1 })?;
+//! /// The owner: the machine, its work in the machine's order, and its one timer.
+//! struct Owner {
+//!     m: Hca,
+//!     work: VecDeque<Output>,
+//!     timer: Option<Tick>,
+//! }
+//!
+//! impl Owner {
+//!     /// Feed `input` at `now`, then carry out every output, feeding back what carrying
+//!     /// them out reports (callback returns, hardware completions, fences).
+//!     fn run(&mut self, now: Tick, input: Input) -> Result<Reply, Refusal> {
+//!         let fed = self.m.feed(now, input, |o| self.work.push_back(o))?;
+//!         self.timer = fed.wake_at;
+//!         while let Some(output) = self.work.pop_front() {
+//!             if let Some(report) = carry_out(output) {
+//!                 self.timer = self.m.feed(now, report, |o| self.work.push_back(o))?.wake_at;
 //!             }
 //!         }
-//!         let Some(next) = work.pop_front() else { return Ok(reply) };
-//!         m.handle(now, next)?;
+//!         Ok(fed.reply)
 //!     }
 //! }
 //!
-//! # fn main() -> Result<(), Error> {
-//! let mut m = Hca::new(Config::DEFAULT);
+//! /// Do what an output says; what it reports back at once, if anything.
+//! fn carry_out(output: Output) -> Option<Input> {
+//!     match output {
+//!         // Call the client's callback outside any lock; report its return.
+//!         Output::Notify { client, event } => {
+//!             let _ = event; // e.g. RESET: the client quiesces, answers later
+//!             Some(Input::CallbackDone { client })
+//!         }
+//!         // Cut a revoked client's path to the device, then report it.
+//!         Output::Fence { client } => Some(Input::FenceDone { client }),
+//!         // Only with `Lifecycle::with_fast_path`: open the client's gate, or close it
+//!         // and report the operations still in flight on it.
+//!         Output::FastPath { client, gate } => match gate {
+//!             FastPathGate::Open { .. } => None,
+//!             FastPathGate::Close => Some(Input::FastPathClosed { client, in_flight: 0 }),
+//!         },
+//!         // Command the hardware; report what it did.
+//!         Output::Hardware { device, command } => match command {
+//!             HardwareCommand::Start => Some(Input::StartDone { device, result: StartResult::Started }),
+//!             HardwareCommand::Reset => Some(Input::ResetDone { device, result: ResetResult::Succeeded }),
+//!             HardwareCommand::Shutdown | HardwareCommand::ReleaseResources => None,
+//!             // D0 exit and entry (this hardware keeps its state while down).
+//!             HardwareCommand::PowerDown => Some(Input::PowerDownDone { device }),
+//!             HardwareCommand::PowerUp => {
+//!                 Some(Input::PowerUpDone { device, result: PowerUpResult::Powered })
+//!             }
+//!         },
+//!         // Complete the IRP / return from probe with `status`.
+//!         Output::Complete { .. } => None,
+//!         // Answer every reset request (and deferred fatal error) of this cycle.
+//!         Output::ResetCycleFinished { .. } => None,
+//!         // Report the failure to the OS (Windows: PNP_DEVICE_FAILED).
+//!         Output::DeviceFailed { .. } => None,
+//!         // A blocking unregister may return; a device slot is free.
+//!         Output::ClientGone { .. } | Output::DeviceRemoved { .. } => None,
+//!         // DriverUnload may return.
+//!         Output::UnloadMayFinish => None,
+//!     }
+//! }
+//!
+//! # fn main() -> Result<(), Refusal> {
+//! let mut owner = Owner { m: Hca::new(Config::DEFAULT), work: VecDeque::new(), timer: None };
 //! let hca = DeviceId(0);
-//! feed(&mut m, Tick(0), Input::AddDevice { device: hca })?;
-//! feed(&mut m, Tick(0), Input::Start { device: hca, token: RequestToken(1) })?;
-//! let (verbs, _) = m.register(Tick(10), hca, ClientKind::Trusted)?;
-//! let (uverbs, _) = m.register(Tick(10), hca, ClientKind::Untrusted)?;
+//! owner.run(Tick(0), Input::AddDevice { device: hca })?;
+//! owner.run(Tick(0), Input::Start { device: hca, token: RequestToken(1) })?;
+//! let register = |kind| Input::Register { device: hca, kind };
+//! let Reply::Registered { client: verbs, .. } = owner.run(Tick(10), register(ClientKind::Trusted))?
+//! else { unreachable!() };
+//! let Reply::Registered { client: uverbs, .. } = owner.run(Tick(10), register(ClientKind::Untrusted))?
+//! else { unreachable!() };
 //!
 //! // 60 s later a reset is requested: deadlines count from now, not from an older tick.
-//! feed(&mut m, Tick(60_000), Input::ResetRequest { client: verbs })?;
-//! assert_eq!(m.poll_timeout(), Some(Tick(61_000))); // the untrusted voter's deadline
-//! feed(&mut m, Tick(60_100), Input::ResetExecute { client: verbs })?;
+//! owner.run(Tick(60_000), Input::ResetRequest { client: verbs })?;
+//! assert_eq!(owner.timer, Some(Tick(61_000))); // the untrusted voter's deadline
+//! owner.run(Tick(60_100), Input::ResetExecute { client: verbs })?;
 //!
 //! // The user-space context never answers: the owner's timer fires at the deadline.
-//! let due = m.poll_timeout().expect("a deadline");
-//! feed(&mut m, due, Input::Timeout)?; // revoked; the reset runs; RESET_END; epoch 1
-//! assert_eq!(m.epoch(hca), Some(Epoch(1)));
-//! assert_eq!(m.client(uverbs).map(|c| c.state), Some(ClientState::Revoked));
+//! let due = owner.timer.expect("a deadline");
+//! owner.run(due, Input::Timeout)?; // revoked; the reset runs; RESET_END; epoch 1
+//! assert_eq!(owner.m.epoch(hca), Some(Epoch(1)));
+//! assert_eq!(owner.m.client(uverbs).map(|c| c.state), Some(ClientState::Revoked));
+//! assert_eq!(owner.timer, None); // nothing waits on a deadline
 //!
 //! // Driver unload: every device removed, every client detached or revoked.
-//! feed(&mut m, Tick(62_000), Input::Unload)?;
-//! feed(&mut m, Tick(62_001), Input::Unregister { client: verbs })?;
-//! assert_eq!(m.driver_phase(), DriverPhase::Unloaded);
+//! owner.run(Tick(62_000), Input::Unload)?;
+//! owner.run(Tick(62_001), Input::Unregister { client: verbs })?;
+//! assert_eq!(owner.m.driver_phase(), DriverPhase::Unloaded);
 //! # Ok(())
 //! # }
 //! ```
@@ -183,6 +199,7 @@ mod diagram;
 mod display;
 mod machine;
 mod mailbox;
+mod owner_loop;
 #[cfg(pnp_faults)]
 pub mod planted;
 mod queue;
@@ -210,6 +227,7 @@ struct ReadmeDoctests;
 struct CrateReadmeDoctests;
 
 pub use machine::{outputs_per_device_input, queue_capacity, ClientView, DriverPhase, Lifecycle};
+pub use owner_loop::{Fed, Refusal};
 pub use recorder::{Record, Recorder};
 pub use registry::{ClientState, Role};
 pub use table::{InputKind, PhaseKind};

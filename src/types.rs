@@ -25,6 +25,7 @@ impl PortSet {
     pub const EMPTY: PortSet = PortSet(0);
 
     /// The set holding only `port` (empty if the index is 8 or more).
+    #[must_use]
     pub const fn single(port: PhysPort) -> PortSet {
         if port.0 < 8 {
             PortSet(1 << port.0)
@@ -34,21 +35,25 @@ impl PortSet {
     }
 
     /// This set with `port` added.
+    #[must_use]
     pub const fn with(self, port: PhysPort) -> PortSet {
         PortSet(self.0 | PortSet::single(port).0)
     }
 
     /// Whether `port` is in the set.
+    #[must_use]
     pub const fn contains(self, port: PhysPort) -> bool {
         port.0 < 8 && self.0 & (1 << port.0) != 0
     }
 
     /// Whether the set is empty.
+    #[must_use]
     pub const fn is_empty(self) -> bool {
         self.0 == 0
     }
 
     /// How many ports the set holds.
+    #[must_use]
     pub const fn len(self) -> u32 {
         self.0.count_ones()
     }
@@ -94,6 +99,7 @@ ordered_type! {
 impl Tick {
     /// The time `elapsed` after a clock's zero, at `ticks_per_second` (rounded down,
     /// saturating at `u64::MAX` ticks).
+    #[must_use]
     pub const fn from_duration(elapsed: core::time::Duration, ticks_per_second: u64) -> Tick {
         let ticks = elapsed.as_nanos() * ticks_per_second as u128 / 1_000_000_000;
         Tick(if ticks > u64::MAX as u128 {
@@ -105,6 +111,7 @@ impl Tick {
 
     /// This time as a [`core::time::Duration`] since the clock's zero, at
     /// `ticks_per_second` (zero ticks per second gives zero).
+    #[must_use]
     pub const fn to_duration(self, ticks_per_second: u64) -> core::time::Duration {
         if ticks_per_second == 0 {
             return core::time::Duration::ZERO;
@@ -116,6 +123,7 @@ impl Tick {
     }
 
     /// `ticks` later, saturating.
+    #[must_use]
     pub const fn after(self, ticks: u64) -> Tick {
         Tick(self.0.saturating_add(ticks))
     }
@@ -278,7 +286,7 @@ value_type! {
     /// );
     /// ```
     pub enum Input {
-        /// A new device (AddDevice, probe). Its slot must be free.
+        /// A new device (`AddDevice`, probe). Its slot must be free.
         AddDevice {
             /// The device.
             device: DeviceId,
@@ -292,7 +300,7 @@ value_type! {
             /// What it can do.
             caps: PortCaps,
         },
-        /// Start, or restart after stop (IRP_MN_START_DEVICE).
+        /// Start, or restart after stop (`IRP_MN_START_DEVICE`).
         Start {
             /// The device.
             device: DeviceId,
@@ -306,28 +314,28 @@ value_type! {
             /// What happened.
             result: StartResult,
         },
-        /// IRP_MN_QUERY_STOP_DEVICE (resource rebalance). Vetoed during a reset cycle.
+        /// `IRP_MN_QUERY_STOP_DEVICE` (resource rebalance). Vetoed during a reset cycle.
         QueryStop {
             /// The device.
             device: DeviceId,
             /// Completed at once.
             token: RequestToken,
         },
-        /// IRP_MN_CANCEL_STOP_DEVICE. Succeeds in every present state.
+        /// `IRP_MN_CANCEL_STOP_DEVICE`. Succeeds in every present state.
         CancelStop {
             /// The device.
             device: DeviceId,
             /// Completed at once.
             token: RequestToken,
         },
-        /// IRP_MN_STOP_DEVICE, after a successful query stop.
+        /// `IRP_MN_STOP_DEVICE`, after a successful query stop.
         Stop {
             /// The device.
             device: DeviceId,
             /// Completed at once.
             token: RequestToken,
         },
-        /// IRP_MN_QUERY_REMOVE_DEVICE. Vetoed during a reset cycle or while a client holds
+        /// `IRP_MN_QUERY_REMOVE_DEVICE`. Vetoed during a reset cycle or while a client holds
         /// the device.
         QueryRemove {
             /// The device.
@@ -335,21 +343,21 @@ value_type! {
             /// Completed at once.
             token: RequestToken,
         },
-        /// IRP_MN_CANCEL_REMOVE_DEVICE. Succeeds in every present state.
+        /// `IRP_MN_CANCEL_REMOVE_DEVICE`. Succeeds in every present state.
         CancelRemove {
             /// The device.
             device: DeviceId,
             /// Completed at once.
             token: RequestToken,
         },
-        /// IRP_MN_REMOVE_DEVICE: tell every client, drain, undo, complete.
+        /// `IRP_MN_REMOVE_DEVICE`: tell every client, drain, undo, complete.
         Remove {
             /// The device.
             device: DeviceId,
             /// Completed when the device is gone.
             token: RequestToken,
         },
-        /// IRP_MN_SURPRISE_REMOVAL, or a PCI permanent failure: the hardware is gone and is
+        /// `IRP_MN_SURPRISE_REMOVAL`, or a PCI permanent failure: the hardware is gone and is
         /// never commanded again. Cannot be vetoed.
         SurpriseRemoval {
             /// The device.
@@ -528,7 +536,7 @@ value_type! {
         /// The owner's timer fired: the `now` passed with it reached
         /// [`crate::Lifecycle::poll_timeout`]. Early or spurious timeouts do nothing.
         Timeout,
-        /// Driver unload (DriverUnload, module exit): a fence over every device.
+        /// Driver unload (`DriverUnload`, module exit): a fence over every device.
         Unload,
     }
 }
@@ -536,6 +544,7 @@ value_type! {
 impl Input {
     /// The input's kind, the column of the per-state table.
     #[inline]
+    #[must_use]
     pub const fn kind(&self) -> InputKind {
         match self {
             Input::AddDevice { .. } => InputKind::AddDevice,
@@ -579,6 +588,7 @@ impl Input {
 
     /// The request token of a PnP request input, if it carries one.
     #[inline]
+    #[must_use]
     pub const fn token(&self) -> Option<RequestToken> {
         match *self {
             Input::Start { token, .. }
@@ -596,6 +606,7 @@ impl Input {
 
     /// The device the input concerns, if it concerns one.
     #[inline]
+    #[must_use]
     pub const fn device(&self) -> Option<DeviceId> {
         match *self {
             Input::AddDevice { device }
@@ -933,7 +944,9 @@ value_type! {
 }
 
 value_type! {
-    /// How an access was taken ([`crate::Lifecycle::access`]).
+    /// How an access was taken ([`crate::Lifecycle::access`]). Not every answer grants
+    /// it: one dropped unread may touch hardware that is powering up.
+    #[must_use = "only `AccessAnswer::Granted` lets the access go ahead"]
     pub enum AccessAnswer {
         /// Granted ([`Reply::AccessGranted`]).
         Granted,

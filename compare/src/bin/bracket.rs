@@ -204,8 +204,12 @@ fn runtime(rounds: u64, threads: usize) -> f64 {
             return;
         };
         for _ in 0..rounds {
-            rt.with(|o, now| o.operation_begin(now, client, epoch))
+            let answer = rt
+                .with(|o, now| o.operation_begin(now, client, epoch))
                 .unwrap_or_else(|e| fail("operation_begin", e));
+            if answer != pnp_lifecycle::AccessAnswer::Granted {
+                fail("operation_begin", answer);
+            }
             rt.with(|o, now| o.operation_done(now, client))
                 .unwrap_or_else(|e| fail("operation_done", e));
         }
