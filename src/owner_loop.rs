@@ -129,7 +129,7 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Lifecycle<D
     ///
     /// # Errors
     ///
-    /// A [`Refusal`]: the input's [`Error`] (see [`handle`](Self::handle#errors)) with the
+    /// A [`Refusal`]: the input's [`Error`] (see [`handle`](Self::handle)) with the
     /// input and `now`. Nothing changed; the outputs of earlier inputs were handed to
     /// `sink` all the same.
     pub fn feed(
