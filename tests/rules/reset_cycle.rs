@@ -503,6 +503,44 @@ fn remove_during_executing_waits_for_the_hardware_then_removes() {
     assert!(out.contains(&complete(t, Status::Success)));
 }
 
+/// Unload during executing, like remove, waits for the hardware reset to finish, then
+/// removes: no teardown under a running reset, and clients get `Removed`, not `RESET_END`.
+#[test]
+fn unload_during_executing_waits_for_the_hardware_then_removes() {
+    let (mut o, c) = running_with(&[ClientKind::Trusted]);
+    o.ok(Input::ResetRequest { client: c[0] });
+    o.return_callbacks(DEV);
+    assert_eq!(
+        o.ok(Input::ResetExecute { client: c[0] }),
+        vec![hw(HardwareCommand::Reset)]
+    );
+    assert_eq!(o.ok(Input::Unload), vec![]);
+    assert_eq!(o.phase(DEV), PhaseKind::Executing);
+    assert_eq!(o.m.driver_phase(), DriverPhase::Unloading);
+    let out = o.ok(Input::ResetDone {
+        device: DEV,
+        result: ResetResult::Succeeded,
+    });
+    assert_eq!(
+        out,
+        vec![
+            finished(CycleOutcome::AbortedByRemove),
+            notify(c[0], Event::Removed { surprise: false }),
+        ]
+    );
+    o.return_callbacks(DEV);
+    assert_eq!(
+        o.ok(Input::Unregister { client: c[0] }),
+        vec![
+            Output::ClientGone { client: c[0] },
+            hw(HardwareCommand::Shutdown),
+            hw(HardwareCommand::ReleaseResources),
+            Output::DeviceRemoved { device: DEV },
+            Output::UnloadMayFinish,
+        ]
+    );
+}
+
 #[test]
 fn failed_hardware_reset_goes_to_failed_clients_are_told_fatal_and_only_remove_leaves() {
     let (mut o, c) = running_with(&[ClientKind::Trusted]);
