@@ -21,13 +21,6 @@ fn flood_links(o: &mut O, n: usize) -> Vec<Output> {
         .collect()
 }
 
-/// The registry's per-client state, measured through the machine's size: the bounded
-/// mailbox (three ordered events, a bit a port, a last event), when its callback was
-/// handed over and when its `RESET` was delivered, the count of hardware operations in
-/// flight, the fence and cannot-pause flags, and the fast-path gate (open, or closing
-/// since a tick). Pinned so that growth is a decision, not an accident.
-const SLOT_BYTES: usize = 104;
-
 #[test]
 fn a_handle_from_before_never_aliases_a_later_client_of_the_same_slot() {
     let (mut o, c) = running_with(&[ClientKind::Trusted]);
@@ -1224,6 +1217,13 @@ fn a_deadline_passes_on_time_whatever_a_flooded_client_does() {
         vec![Output::Fence { client: c[0] }, hw(HardwareCommand::Reset)]
     );
 }
+
+/// The registry's per-client state, measured through the machine's size: the bounded
+/// mailbox (three ordered events, a bit a port, a last event), when its callback was
+/// handed over and when its `RESET` was delivered, the count of hardware operations in
+/// flight, the fence and cannot-pause flags, and the fast-path gate (open, or closing
+/// since a tick). Pinned so that growth is a decision, not an accident.
+const SLOT_BYTES: usize = 104;
 
 #[test]
 fn a_client_slot_is_at_most_its_documented_size() {

@@ -16,7 +16,8 @@
 //!   `operations`; `scenarios.rs` (a `RESET` held behind a callback gets its whole
 //!   deadline, a deadline near the clock's end), `state_matrix.rs` (operations in flight
 //!   racing stop, reset and removal).
-//! - "Operations: the fast path" → `fast_path.rs`, `explore.rs` (`explore_fast_path`).
+//! - "Operations: the fast path" → `fast_path.rs`, `explore.rs` (`explore_fast_path`),
+//!   `ports/runtime/tests/fast_gate.rs` (the gate under shuttle's schedules).
 //! - "Cost" → `answer_with_return.rs` (an answer with the callback's return); instruction
 //!   counts are measured by `compare/run.sh`, not asserted in tests.
 //! - "The reset cycle" → `reset_cycle`; `scenarios.rs`.
