@@ -23,7 +23,7 @@ mod reset;
 
 use clients::ClientVeto;
 use deadlines::{callback_deadline, due, slot_deadlines, voter_deadline, Earliest};
-pub use phase::{AfterReset, HwOp, Phase, Port, Prior, Resources, Teardown};
+pub use phase::{AfterReset, HwOp, Phase, Port, Prior, QueryPending, Resources, Teardown};
 
 /// What a handler needs from the driver around it.
 pub(crate) struct Ctx<'a, const Q: usize> {
@@ -171,6 +171,16 @@ impl<const C: usize, const P: usize> Device<C, P> {
         input: Input,
     ) -> Result<Reply, Error> {
         let accepted = |r: Result<(), Error>| r.map(|()| Reply::Accepted);
+        if let Some(query) = self.phase.query_pending() {
+            // A power transition for a pending query: clients get that query's answers,
+            // named after its state.
+            if refused_while_pending(query.phase(), input.kind()) {
+                return Err(Error::InvalidState {
+                    phase: query.phase(),
+                    input: input.kind(),
+                });
+            }
+        }
         let result = match input {
             Input::AddDevice { .. } => accepted(self.add(cx)),
             Input::ConfigurePort { port, caps, .. } => accepted(self.configure_port(port, caps)),
@@ -240,6 +250,23 @@ impl<const C: usize, const P: usize> Device<C, P> {
         let _ = self.remove(cx, None);
         self.refresh_deadline(cx.config);
     }
+}
+
+/// Whether a client's `input` is refused during a power transition run for a query that
+/// left the device in `pending`: as that state's row refuses it.
+fn refused_while_pending(pending: PhaseKind, input: InputKind) -> bool {
+    use InputKind::*;
+    matches!(
+        input,
+        Register
+            | AcquireInterface
+            | ResetRequest
+            | Hold
+            | ReleaseHold
+            | Access
+            | CannotPause
+            | CanPause
+    ) && crate::table::disposition(pending, input) == crate::table::Disposition::Refuse
 }
 
 /// Answer a fatal error that a pending start, stop or removal held (if one did).
