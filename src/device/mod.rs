@@ -171,16 +171,6 @@ impl<const C: usize, const P: usize> Device<C, P> {
         input: Input,
     ) -> Result<Reply, Error> {
         let accepted = |r: Result<(), Error>| r.map(|()| Reply::Accepted);
-        if let Some(query) = self.phase.query_pending() {
-            // A power transition for a pending query: clients get that query's answers,
-            // named after its state.
-            if refused_while_pending(query.phase(), input.kind()) {
-                return Err(Error::InvalidState {
-                    phase: query.phase(),
-                    input: input.kind(),
-                });
-            }
-        }
         let result = match input {
             Input::AddDevice { .. } => accepted(self.add(cx)),
             Input::ConfigurePort { port, caps, .. } => accepted(self.configure_port(port, caps)),
@@ -243,6 +233,29 @@ impl<const C: usize, const P: usize> Device<C, P> {
         result
     }
 
+    /// During a power transition run for a pending query (the machine asks only in the
+    /// powering phases), a client's `input` gets that query's answer: refused, named after
+    /// its state, where its row refuses it.
+    #[cold]
+    pub(crate) fn refused_for_pending_query(&self, input: InputKind) -> Option<Error> {
+        use InputKind::*;
+        let phase = self.phase.query_pending()?.phase();
+        let client_input = matches!(
+            input,
+            Register
+                | AcquireInterface
+                | ResetRequest
+                | Hold
+                | ReleaseHold
+                | Access
+                | CannotPause
+                | CanPause
+        );
+        (client_input
+            && crate::table::disposition(phase, input) == crate::table::Disposition::Refuse)
+            .then_some(Error::InvalidState { phase, input })
+    }
+
     /// Driver unload removes the device (without a token; never refused in a present
     /// state, I11).
     pub(crate) fn unload<const Q: usize>(&mut self, cx: &mut Ctx<'_, Q>) {
@@ -250,23 +263,6 @@ impl<const C: usize, const P: usize> Device<C, P> {
         let _ = self.remove(cx, None);
         self.refresh_deadline(cx.config);
     }
-}
-
-/// Whether a client's `input` is refused during a power transition run for a query that
-/// left the device in `pending`: as that state's row refuses it.
-fn refused_while_pending(pending: PhaseKind, input: InputKind) -> bool {
-    use InputKind::*;
-    matches!(
-        input,
-        Register
-            | AcquireInterface
-            | ResetRequest
-            | Hold
-            | ReleaseHold
-            | Access
-            | CannotPause
-            | CanPause
-    ) && crate::table::disposition(pending, input) == crate::table::Disposition::Refuse
 }
 
 /// Answer a fatal error that a pending start, stop or removal held (if one did).
