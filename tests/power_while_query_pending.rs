@@ -449,3 +449,93 @@ fn a_power_query_during_a_pending_query_answers_what_the_power_down_gets() {
     assert_eq!(o.m.query_power_down(DEV, IDLE), Ok(()));
     assert!(o.m == before, "asking changes nothing");
 }
+
+#[test]
+fn a_failed_power_up_for_a_pending_query_stop_ends_the_held_stop_with_the_device() {
+    let (mut o, c, up) = d3_query_stop_d0_under_way();
+    let stop = o.token();
+    o.ok(Input::Stop {
+        device: DEV,
+        token: stop,
+    });
+    assert_eq!(
+        o.ok(Input::PowerUpDone {
+            device: DEV,
+            result: PowerUpResult::Failed,
+        }),
+        vec![
+            complete(up, Status::HardwareFailed),
+            complete(stop, Status::DeviceGone),
+            notify(c, Event::Removed { surprise: true })
+        ],
+        "a failed power-up from Dx is the hardware having vanished"
+    );
+    assert_eq!(o.phase(DEV), PhaseKind::SurpriseRemoved);
+}
+
+#[test]
+fn a_lost_state_power_up_for_a_pending_query_remove_returns_to_it_at_a_new_epoch() {
+    let (mut o, c) = running();
+    power_down(&mut o, SLEEP);
+    o.return_callbacks(DEV);
+    o.ok(Input::PowerDownDone { device: DEV });
+    granted(&mut o, query_remove);
+    let (up, _) = power_up(&mut o);
+    assert_eq!(
+        o.ok(Input::PowerUpDone {
+            device: DEV,
+            result: PowerUpResult::LostState,
+        }),
+        vec![
+            complete(up, Status::Success),
+            notify(
+                c,
+                Event::Resumed {
+                    epoch: Epoch(1),
+                    state_lost: true
+                }
+            )
+        ]
+    );
+    assert_eq!(o.phase(DEV), PhaseKind::RemovePending);
+    assert_eq!(o.m.epoch(DEV), Some(Epoch(1)));
+    o.return_callbacks(DEV);
+    granted(&mut o, cancel_remove);
+    assert_eq!(o.phase(DEV), PhaseKind::Running);
+    assert_eq!(
+        hardware_op(&mut o, c),
+        Err(Error::StaleEpoch { current: Epoch(1) }),
+        "the old interface is gone"
+    );
+}
+
+#[test]
+fn a_fatal_error_held_through_the_power_down_is_served_after_the_power_up_on_cancel_stop() {
+    let (mut o, c) = running();
+    granted(&mut o, query_stop);
+    assert_eq!(
+        o.step(Input::FatalError { device: DEV }).0,
+        Ok(Reply::Fatal(FatalAnswer::Deferred))
+    );
+    power_down(&mut o, IDLE);
+    o.return_callbacks(DEV);
+    o.ok(Input::PowerDownDone { device: DEV });
+    let cancel = o.token();
+    assert_eq!(
+        o.ok(cancel_stop(cancel)),
+        vec![
+            complete(cancel, Status::Success),
+            hw(HardwareCommand::PowerUp)
+        ],
+        "an idle Dx comes back for the fatal error the query held"
+    );
+    assert_eq!(
+        o.ok(Input::PowerUpDone {
+            device: DEV,
+            result: PowerUpResult::Powered,
+        }),
+        vec![notify(c, BACK)]
+    );
+    assert_eq!(o.phase(DEV), PhaseKind::Quiescing, "served by a cycle (I8)");
+    assert_eq!(o.return_callbacks(DEV), vec![notify(c, Event::Reset)]);
+}
