@@ -213,7 +213,9 @@ mod types;
 /// needs them.
 #[cfg(feature = "inspect")]
 pub mod inspect {
-    pub use crate::device::{AfterReset, HwOp, Phase, Port, Prior, Resources, Teardown};
+    pub use crate::device::{
+        AfterReset, HwOp, Phase, Port, Prior, QueryPending, Resources, Teardown,
+    };
 }
 
 // The README's Rust blocks are doctests: its API tour compiles as a `main`.

@@ -235,6 +235,12 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Lifecycle<D
             }
             Disposition::Handle | Disposition::Defer => {}
         }
+        // A power transition for a pending query: clients get that query's answers.
+        if matches!(phase, PhaseKind::PoweringDown | PhaseKind::PoweringUp) {
+            if let Some(refused) = device.refused_for_pending_query(kind) {
+                return Err(refused);
+            }
+        }
         let needed = Self::DEVICE_INPUT_OUTPUTS;
         if self.outputs.free() < needed {
             return Err(Error::OutputBacklog {

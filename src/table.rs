@@ -197,16 +197,16 @@ pub const TABLE: [Row; PhaseKind::COUNT] = [
     Row { phase: PhaseKind::Running,         inputs: [R,  R,  R,  R,  H,  I,  R,  H,  I,  H,  H,  H,  R,  H,  H,  H,  H,  H,  H,  R,  H,  H,  H,  H,  H,  H,  R,  H,  H,  H,  R,  I,  R,  H] },
     Row { phase: PhaseKind::Quiescing,       inputs: [R,  R,  R,  R,  V,  I,  R,  V,  I,  H,  H,  H,  R,  H,  H,  H,  H,  R,  H,  H,  H,  H,  H,  H,  H,  H,  H,  H,  H,  H,  R,  I,  R,  H] },
     Row { phase: PhaseKind::Executing,       inputs: [R,  R,  R,  R,  V,  I,  R,  V,  I,  D,  H,  H,  H,  H,  H,  H,  H,  R,  H,  R,  H,  H,  H,  R,  H,  H,  R,  H,  H,  H,  R,  I,  R,  R] },
-    Row { phase: PhaseKind::StopPending,     inputs: [R,  R,  R,  R,  R,  H,  H,  R,  I,  H,  H,  H,  R,  H,  H,  H,  H,  R,  R,  R,  H,  H,  H,  R,  H,  H,  R,  H,  H,  R,  R,  R,  R,  H] },
+    Row { phase: PhaseKind::StopPending,     inputs: [R,  R,  R,  R,  R,  H,  H,  R,  I,  H,  H,  H,  R,  H,  H,  H,  H,  R,  R,  R,  H,  H,  H,  R,  H,  H,  R,  H,  H,  H,  R,  H,  R,  H] },
     Row { phase: PhaseKind::Stopping,        inputs: [R,  R,  R,  R,  R,  I,  R,  R,  I,  R,  H,  H,  R,  H,  H,  H,  H,  R,  R,  R,  H,  H,  H,  R,  H,  H,  R,  H,  H,  R,  R,  R,  R,  H] },
     Row { phase: PhaseKind::Stopped,         inputs: [R,  R,  H,  R,  R,  I,  R,  H,  I,  H,  H,  H,  R,  H,  H,  H,  H,  R,  R,  R,  H,  H,  H,  R,  H,  H,  R,  H,  H,  I,  R,  I,  R,  R] },
-    Row { phase: PhaseKind::RemovePending,   inputs: [R,  R,  R,  R,  R,  I,  R,  R,  H,  H,  H,  H,  R,  H,  R,  H,  H,  R,  R,  R,  H,  R,  R,  R,  H,  H,  R,  R,  R,  R,  R,  R,  R,  H] },
+    Row { phase: PhaseKind::RemovePending,   inputs: [R,  R,  R,  R,  R,  I,  R,  R,  H,  H,  H,  H,  R,  H,  R,  H,  H,  R,  R,  R,  H,  R,  R,  R,  H,  H,  R,  R,  R,  H,  R,  H,  R,  H] },
     Row { phase: PhaseKind::Failed,          inputs: [R,  R,  R,  R,  R,  I,  R,  H,  I,  H,  H,  H,  R,  H,  R,  H,  H,  R,  R,  R,  H,  R,  H,  R,  H,  H,  R,  R,  H,  R,  R,  R,  R,  H] },
     Row { phase: PhaseKind::SurpriseRemoved, inputs: [R,  R,  R,  H,  R,  I,  R,  R,  I,  H,  I,  H,  H,  H,  R,  H,  H,  R,  R,  R,  R,  R,  R,  R,  H,  H,  R,  R,  R,  R,  H,  R,  H,  H] },
     Row { phase: PhaseKind::Removing,        inputs: [R,  R,  R,  H,  R,  I,  R,  R,  I,  H,  H,  H,  H,  H,  R,  H,  H,  R,  R,  R,  R,  R,  R,  R,  H,  H,  R,  R,  R,  R,  H,  R,  H,  H] },
-    Row { phase: PhaseKind::PoweringDown,    inputs: [R,  R,  R,  R,  R,  I,  R,  R,  I,  H,  H,  H,  R,  H,  H,  H,  H,  H,  H,  R,  H,  H,  H,  H,  H,  H,  R,  H,  H,  R,  H,  R,  R,  H] },
+    Row { phase: PhaseKind::PoweringDown,    inputs: [R,  R,  R,  R,  R,  H,  H,  R,  H,  H,  H,  H,  R,  H,  H,  H,  H,  H,  H,  R,  H,  H,  H,  H,  H,  H,  R,  H,  H,  R,  H,  R,  R,  H] },
     Row { phase: PhaseKind::LowPower,        inputs: [R,  R,  R,  R,  H,  I,  R,  H,  I,  H,  H,  H,  R,  H,  H,  H,  H,  H,  H,  R,  H,  H,  H,  H,  H,  H,  R,  H,  H,  H,  R,  H,  R,  R] },
-    Row { phase: PhaseKind::PoweringUp,      inputs: [R,  R,  R,  R,  R,  I,  R,  R,  I,  H,  H,  H,  R,  H,  H,  H,  H,  H,  H,  R,  H,  H,  H,  H,  H,  H,  R,  H,  H,  R,  R,  H,  H,  R] },
+    Row { phase: PhaseKind::PoweringUp,      inputs: [R,  R,  R,  R,  R,  H,  H,  R,  H,  H,  H,  H,  R,  H,  H,  H,  H,  H,  H,  R,  H,  H,  H,  H,  H,  H,  R,  H,  H,  R,  R,  H,  H,  R] },
 ];
 
 // Evaluated at compile time: a bad row fails the build, never a running driver.

@@ -214,9 +214,10 @@ value_type! {
         /// Read a port's counters: allowed whatever the link state.
         QueryCounters(PhysPort),
         /// Touch the hardware (post work, ring a doorbell, create a queue). A granted
-        /// operation is *in flight* until [`Input::AccessDone`]: no stop, hardware reset or
-        /// removal teardown is commanded while one is (they wait, with
-        /// [`Config::operation_timeout`], then fence the client).
+        /// operation is *in flight* until [`Input::AccessDone`]: no stop, hardware reset,
+        /// power-down or removal teardown is commanded while one is (they wait, with
+        /// [`Config::operation_timeout`], removal with [`Config::detach_timeout`], then
+        /// fence the client).
         HardwareOp,
     }
 }
@@ -328,7 +329,9 @@ value_type! {
             /// Completed at once.
             token: RequestToken,
         },
-        /// `IRP_MN_STOP_DEVICE`, after a successful query stop.
+        /// `IRP_MN_STOP_DEVICE`, after a successful query stop. During a power transition
+        /// asked while the query stop was pending, held and served once the hardware
+        /// reports.
         Stop {
             /// The device.
             device: DeviceId,
@@ -480,9 +483,10 @@ value_type! {
         /// sleep waits for the cycle to end; an idle power-down is vetoed
         /// ([`VetoReason::ResetInProgress`]). In a low-power state it succeeds at once (a
         /// system sleep turns an idle Dx into a sleep); added or stopped (no hardware
-        /// claimed) it succeeds and does nothing; while a power-down or power-up is under
-        /// way, or a stop, remove or start is pending, it is refused
-        /// ([`Error::InvalidState`]).
+        /// claimed) it succeeds and does nothing. With a query stop or query remove
+        /// pending it is carried out and the device returns to that query (Windows must
+        /// not fail a set-power). While a power-down or power-up is under way, or a stop,
+        /// remove or start is in progress, it is refused ([`Error::InvalidState`]).
         PowerDown {
             /// The device.
             device: DeviceId,
@@ -500,8 +504,9 @@ value_type! {
         /// Bring a device in a low-power state back to D0 (Windows `IRP_MN_SET_POWER` for
         /// D0, Linux `resume` or `runtime_resume`): [`HardwareCommand::PowerUp`] is
         /// commanded; `token` completes when the owner reports [`Input::PowerUpDone`]. A
-        /// power-up an access or a reset request already began is joined. In D0 (or
-        /// stopped) it succeeds and does nothing.
+        /// power-up an access or a reset request already began is joined. With a query stop
+        /// or query remove pending in Dx the device powers up and returns to that query. In
+        /// D0 (or stopped) it succeeds and does nothing.
         PowerUp {
             /// The device.
             device: DeviceId,
@@ -1147,8 +1152,11 @@ value_type! {
         /// Ticks a callback may run before its client is revoked and fenced (for a trusted
         /// client under [`TrustedTimeoutPolicy::FailDevice`], the device also fails).
         pub callback_timeout: u64,
-        /// Ticks a stop, a hardware reset or a removal teardown waits for hardware
-        /// operations in flight before it revokes and fences the clients that hold them.
+        /// Ticks a stop, a hardware reset or a power-down waits for hardware operations in
+        /// flight before it revokes and fences the clients that hold them (and a fast-path
+        /// close waits for its answer). A removal teardown waits for them within
+        /// [`Config::detach_timeout`]: the client is told `Removed` and has that long to
+        /// end its operations and detach.
         pub operation_timeout: u64,
     }
 }

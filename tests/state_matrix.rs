@@ -52,7 +52,9 @@ fn instance(
         _ => false,
     } || matches!(
         (phase, via),
-        (PoweringDown | LowPower | PoweringUp, 0 | 1) | (LowPower, 2)
+        (PoweringDown | LowPower | PoweringUp, 0 | 1)
+            | (LowPower, 2)
+            | (PoweringDown | PoweringUp, 2 | 3)
     );
     if !via_fits || phase == Stopping && !ops {
         return None;
@@ -176,8 +178,49 @@ fn instance(
                 },
             )
     };
+    // Via 2 a query stop, via 3 a query remove, pending during a power transition.
+    let query = |o: &mut O| {
+        go(
+            o,
+            if via == 2 {
+                Input::QueryStop {
+                    device: DEV,
+                    token: RequestToken(3),
+                }
+            } else {
+                Input::QueryRemove {
+                    device: DEV,
+                    token: RequestToken(3),
+                }
+            },
+        )
+    };
     let reached = match phase {
         Absent => unreachable!(),
+        PoweringDown if via == 2 || via == 3 => {
+            started(&mut o)
+                && query(&mut o)
+                && go(
+                    &mut o,
+                    Input::PowerDown {
+                        device: DEV,
+                        kind: PowerDownKind::Idle,
+                        token: RequestToken(5),
+                    },
+                )
+        }
+        PoweringUp if via == 2 || via == 3 => {
+            power_down(&mut o)
+                && go(&mut o, Input::PowerDownDone { device: DEV })
+                && query(&mut o)
+                && go(
+                    &mut o,
+                    Input::PowerUp {
+                        device: DEV,
+                        token: RequestToken(6),
+                    },
+                )
+        }
         PoweringDown => power_down(&mut o),
         LowPower => {
             power_down(&mut o)

@@ -51,6 +51,7 @@ pub mod sut;
 
 pub use sut::Sut;
 
+use pnp_lifecycle::inspect::Phase;
 use pnp_lifecycle::table::{disposition, is_listed, Disposition};
 use pnp_lifecycle::{
     Access, ClientHandle, ClientKind, ClientState, Config, CycleOutcome, DeviceId, DriverPhase,
@@ -329,6 +330,23 @@ pub struct Oracle {
 
 fn is_cycle_phase(p: Option<PhaseKind>) -> bool {
     matches!(p, Some(PhaseKind::Quiescing | PhaseKind::Executing))
+}
+
+/// Whether the device is in a power transition run for a pending query stop or remove: it
+/// defers a fatal error as that query does.
+fn power_for_query<S: Sut>(s: &S, d: DeviceId) -> bool {
+    matches!(
+        s.phase_detail(d),
+        Some(
+            Phase::PoweringDown {
+                back_to: Some(_),
+                ..
+            } | Phase::PoweringUp {
+                back_to: Some(_),
+                ..
+            }
+        )
+    )
 }
 
 fn is_power_phase(p: Option<PhaseKind>) -> bool {
@@ -1355,6 +1373,7 @@ impl Oracle {
                                 | PhaseKind::RemovePending
                         )
                     ) && !low_power
+                        || power_for_query(before, d)
                 }
                 FatalAnswer::FoldedIntoRemoval => {
                     pb == Some(PhaseKind::Executing)
@@ -1988,6 +2007,34 @@ impl Oracle {
                 h
             );
         }
+        // A fatal error a pending query held, handed on when the query was cancelled in Dx
+        // or during its power transition: it now waits for the power-up, as a reset
+        // request in Dx does (I8), and the power-up's cycle answers it.
+        for i in 0..S::DEVICES {
+            let d = DeviceId(i as u8);
+            let waits = matches!(
+                after.phase_detail(d),
+                Some(
+                    Phase::LowPower { reset: true, .. }
+                        | Phase::PoweringDown {
+                            reset: true,
+                            back_to: None,
+                            ..
+                        }
+                        | Phase::PoweringUp {
+                            reset: true,
+                            back_to: None,
+                            ..
+                        }
+                )
+            );
+            let b = self.dev_mut(d)?;
+            if b.fatal_deferred && waits && !b.power_reset {
+                b.fatal_deferred = false;
+                b.power_reset = true;
+                b.cycles_owed = 1;
+            }
+        }
         for i in 0..S::DEVICES {
             let device = DeviceId(i as u8);
             let (pb, pa) = (before.phase(device), after.phase(device));
@@ -2160,6 +2207,7 @@ impl Oracle {
                             | PhaseKind::RemovePending
                     )
                 )
+                && !power_for_query(after, d)
             {
                 fail!(
                     FatalAnswered,

@@ -23,7 +23,7 @@ mod reset;
 
 use clients::ClientVeto;
 use deadlines::{callback_deadline, due, slot_deadlines, voter_deadline, Earliest};
-pub use phase::{AfterReset, HwOp, Phase, Port, Prior, Resources, Teardown};
+pub use phase::{AfterReset, HwOp, Phase, Port, Prior, QueryPending, Resources, Teardown};
 
 /// What a handler needs from the driver around it.
 pub(crate) struct Ctx<'a, const Q: usize> {
@@ -231,6 +231,29 @@ impl<const C: usize, const P: usize> Device<C, P> {
         // I13, I9: `poll_timeout` reads the earliest deadline kept here.
         self.refresh_deadline(cx.config);
         result
+    }
+
+    /// During a power transition run for a pending query (the machine asks only in the
+    /// powering phases), a client's `input` gets that query's answer: refused, named after
+    /// its state, where its row refuses it.
+    #[cold]
+    pub(crate) fn refused_for_pending_query(&self, input: InputKind) -> Option<Error> {
+        use InputKind::*;
+        let phase = self.phase.query_pending()?.phase();
+        let client_input = matches!(
+            input,
+            Register
+                | AcquireInterface
+                | ResetRequest
+                | Hold
+                | ReleaseHold
+                | Access
+                | CannotPause
+                | CanPause
+        );
+        (client_input
+            && crate::table::disposition(phase, input) == crate::table::Disposition::Refuse)
+            .then_some(Error::InvalidState { phase, input })
     }
 
     /// Driver unload removes the device (without a token; never refused in a present

@@ -87,6 +87,43 @@ value_type! {
 }
 
 value_type! {
+    /// The query a power transition was asked during: once the hardware reports, the device
+    /// returns to it (Windows must not fail `IRP_MN_SET_POWER`, even with a query pending).
+    pub enum QueryPending {
+        /// Back to stop pending; a stop that arrived meanwhile is served then.
+        Stop(Option<RequestToken>),
+        /// Back to remove pending.
+        Remove,
+    }
+}
+
+impl QueryPending {
+    /// The pending query's state once the power transition ends in `low_power` (`None`:
+    /// D0), with `fatal` the deferred fatal error it carried. A held stop is served by the
+    /// caller.
+    pub(super) const fn returned(self, low_power: Option<PowerDownKind>, fatal: bool) -> Phase {
+        match self {
+            QueryPending::Stop(_) => Phase::StopPending { fatal, low_power },
+            QueryPending::Remove => Phase::RemovePending {
+                prior: match low_power {
+                    Some(kind) => Prior::LowPower(kind),
+                    None => Prior::Running,
+                },
+                fatal,
+            },
+        }
+    }
+
+    /// The state whose answers clients get meanwhile.
+    pub(super) const fn phase(self) -> PhaseKind {
+        match self {
+            QueryPending::Stop(_) => PhaseKind::StopPending,
+            QueryPending::Remove => PhaseKind::RemovePending,
+        }
+    }
+}
+
+value_type! {
     /// The state of a device slot, with the data each state needs.
     pub enum Phase {
         /// No device.
@@ -181,6 +218,9 @@ value_type! {
             /// An access after an idle power-down waits: the device comes straight back
             /// once it is down.
             wake: bool,
+            /// Asked during a query stop or remove: back to it once down (`reset` is then
+            /// that query's deferred fatal error).
+            back_to: Option<QueryPending>,
         },
         /// In a low-power state (Dx).
         LowPower {
@@ -196,6 +236,9 @@ value_type! {
             token: Option<RequestToken>,
             /// A reset request or fatal error is served once the device is back.
             reset: bool,
+            /// Asked during a query stop or remove: back to it once up (`reset` is then
+            /// that query's deferred fatal error).
+            back_to: Option<QueryPending>,
         },
         /// Draining clients, then undoing.
         Removing {
@@ -213,6 +256,14 @@ value_type! {
 }
 
 impl Phase {
+    /// The pending query a power transition returns to, if it runs for one.
+    pub(super) const fn query_pending(&self) -> Option<QueryPending> {
+        match *self {
+            Phase::PoweringDown { back_to, .. } | Phase::PoweringUp { back_to, .. } => back_to,
+            _ => None,
+        }
+    }
+
     /// The state without its data: the row of the per-state table.
     pub const fn kind(&self) -> PhaseKind {
         match self {

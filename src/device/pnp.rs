@@ -132,12 +132,16 @@ impl<const C: usize, const P: usize> Device<C, P> {
         token: RequestToken,
     ) -> Result<(), Error> {
         let Phase::StopPending { fatal, low_power } = self.phase else {
-            return Err(self.refuse(InputKind::CancelStop));
+            return self.cancel_in_power_transition(cx, token, InputKind::CancelStop);
         };
         if let Some(kind) = low_power {
-            // Rule (Power): cancel stop returns to the low-power state it came from.
+            // Rule (Power): cancel stop returns to the low-power state it came from; a
+            // fatal error held since D0 is served after the power-up.
             self.set_phase(cx, Phase::LowPower { kind, reset: false });
             cx.complete(token, Status::Success);
+            if fatal {
+                self.serve_deferred_fatal(cx);
+            }
             return Ok(());
         }
         self.set_phase(cx, Phase::Running);
@@ -157,10 +161,11 @@ impl<const C: usize, const P: usize> Device<C, P> {
         token: RequestToken,
     ) -> Result<(), Error> {
         let Phase::StopPending { fatal, low_power } = self.phase else {
-            return Err(self.refuse(InputKind::Stop));
+            return self.stop_in_power_transition(token);
         };
         self.notify_active(cx, Event::DeviceStopped);
         if low_power.is_some() {
+            answer_deferred_fatal(cx, fatal, CycleOutcome::FoldedIntoStop);
             // I14 (Power): stopped from a low-power state: no operation can be in
             // flight (drained at the power-down) and no register is touched; the
             // resources are released and a restart powers the device up.
@@ -252,7 +257,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
         token: RequestToken,
     ) -> Result<(), Error> {
         let Phase::RemovePending { prior, fatal } = self.phase else {
-            return Err(self.refuse(InputKind::CancelRemove));
+            return self.cancel_in_power_transition(cx, token, InputKind::CancelRemove);
         };
         self.set_phase(
             cx,

@@ -47,6 +47,21 @@ impl<const C: usize, const P: usize> Device<C, P> {
                 *fatal = !planted!(LoseDeferredFatal);
                 Ok(FatalAnswer::Deferred)
             }
+            // I8 (Power): a power transition for a pending query defers it as the query
+            // does; the query's end answers it.
+            Phase::PoweringDown {
+                back_to: Some(_),
+                ref mut reset,
+                ..
+            }
+            | Phase::PoweringUp {
+                back_to: Some(_),
+                ref mut reset,
+                ..
+            } => {
+                *reset = !planted!(LoseDeferredFatal);
+                Ok(FatalAnswer::Deferred)
+            }
             // I8 (Power): during a power transition a cycle serves it after the power-up
             // (an idle power-down is ended for it).
             Phase::PoweringDown { .. } | Phase::PoweringUp { .. } => {

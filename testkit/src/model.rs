@@ -93,6 +93,38 @@ enum Back {
     LowPower(PowerDownKind),
 }
 
+/// The query a power transition was asked during: the device returns to it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Ret {
+    /// Back to StopPending; a Stop held meanwhile.
+    Stop(Option<RequestToken>),
+    Remove,
+}
+
+impl Ret {
+    fn kind(self) -> PhaseKind {
+        match self {
+            Ret::Stop(_) => PhaseKind::StopPending,
+            Ret::Remove => PhaseKind::RemovePending,
+        }
+    }
+
+    /// The query's state once the transition ends (`low`: in Dx), `fatal` held.
+    fn st(self, low: Option<PowerDownKind>, fatal: bool) -> St {
+        match self {
+            Ret::Stop(_) => St::StopPending(fatal, low),
+            Ret::Remove => St::RemovePending(low.map_or(Back::Running, Back::LowPower), fatal),
+        }
+    }
+
+    fn held_stop(self) -> Option<RequestToken> {
+        match self {
+            Ret::Stop(t) => t,
+            Ret::Remove => None,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum St {
     Absent,
@@ -138,6 +170,8 @@ enum St {
         reset: bool,
         /// An access came during an idle power-down: back up once down.
         wake: bool,
+        /// Asked while a query was pending: back to it (`reset` is its deferred fatal).
+        back: Option<Ret>,
     },
     /// In Dx; `reset`: a reset waits for the power-up.
     LowPower {
@@ -148,6 +182,7 @@ enum St {
     PoweringUp {
         token: Option<RequestToken>,
         reset: bool,
+        back: Option<Ret>,
     },
 }
 
@@ -695,6 +730,29 @@ impl Model {
             }
             Disposition::Handle | Disposition::Defer => {}
         }
+        // A power transition for a pending query: a client's input gets the query's answer.
+        if let St::PoweringDown { back: Some(r), .. } | St::PoweringUp { back: Some(r), .. } =
+            self.devs[di].st
+        {
+            let client_input = matches!(
+                kind,
+                InputKind::Register
+                    | InputKind::AcquireInterface
+                    | InputKind::ResetRequest
+                    | InputKind::Hold
+                    | InputKind::ReleaseHold
+                    | InputKind::Access
+                    | InputKind::CannotPause
+                    | InputKind::CanPause
+            );
+            if client_input && TABLE[r.kind() as usize].inputs[kind as usize] == Disposition::Refuse
+            {
+                return Err(Error::InvalidState {
+                    phase: r.kind(),
+                    input: kind,
+                });
+            }
+        }
         let unloading = self.driver == DriverPhase::Unloading;
         let now = self.now;
         let config = self.config;
@@ -1040,14 +1098,14 @@ impl Dev {
             }
             Input::CancelStop { token, .. } => {
                 let St::StopPending(fatal, low) = self.st else {
-                    return Err(Error::InvalidState {
-                        phase: self.st.kind(),
-                        input: InputKind::CancelStop,
-                    });
+                    return self.cancel_in_transition(cx, token, InputKind::CancelStop);
                 };
                 if let Some(kind) = low {
                     self.st = St::LowPower { kind, reset: false };
                     cx.done(token, Status::Success);
+                    if fatal {
+                        self.serve_deferred(cx);
+                    }
                     return ok;
                 }
                 self.st = St::Running;
@@ -1059,13 +1117,45 @@ impl Dev {
             }
             Input::Stop { token, .. } => {
                 let St::StopPending(fatal, low) = self.st else {
-                    return Err(Error::InvalidState {
-                        phase: self.st.kind(),
-                        input: InputKind::Stop,
-                    });
+                    // Held by a power transition for a pending query stop.
+                    return match &mut self.st {
+                        St::PoweringDown {
+                            back: Some(Ret::Stop(held)),
+                            ..
+                        }
+                        | St::PoweringUp {
+                            back: Some(Ret::Stop(held)),
+                            ..
+                        } => {
+                            if held.is_some() {
+                                return Err(Error::RequestPending);
+                            }
+                            *held = Some(token);
+                            ok
+                        }
+                        // Refused as where the transition ends.
+                        St::PoweringDown { back, .. } | St::PoweringUp { back, .. } => {
+                            let phase = match (*back, self.st.kind()) {
+                                (Some(r), _) => r.kind(),
+                                (None, PhaseKind::PoweringDown) => PhaseKind::LowPower,
+                                (None, _) => PhaseKind::Running,
+                            };
+                            Err(Error::InvalidState {
+                                phase,
+                                input: InputKind::Stop,
+                            })
+                        }
+                        _ => Err(Error::InvalidState {
+                            phase: self.st.kind(),
+                            input: InputKind::Stop,
+                        }),
+                    };
                 };
                 self.tell_live(cx, Event::DeviceStopped);
                 if low.is_some() {
+                    if fatal {
+                        cx.cycle(CycleOutcome::FoldedIntoStop);
+                    }
                     // Stopped from Dx: nothing in flight, no register touched.
                     self.st = St::Stopped;
                     cx.hw(HardwareCommand::ReleaseResources);
@@ -1102,10 +1192,7 @@ impl Dev {
             }
             Input::CancelRemove { token, .. } => {
                 let St::RemovePending(back, fatal) = self.st else {
-                    return Err(Error::InvalidState {
-                        phase: self.st.kind(),
-                        input: InputKind::CancelRemove,
-                    });
+                    return self.cancel_in_transition(cx, token, InputKind::CancelRemove);
                 };
                 self.st = match back {
                     Back::Added => St::Added,
@@ -1386,7 +1473,7 @@ impl Dev {
                         kind: PowerDownKind::Idle,
                         reset,
                     } => {
-                        self.begin_power_up(cx, None, reset);
+                        self.begin_power_up(cx, None, reset, None);
                         return Ok(Reply::AccessWaitsForPowerUp);
                     }
                     St::PoweringUp { .. } => return Ok(Reply::AccessWaitsForPowerUp),
@@ -1421,9 +1508,49 @@ impl Dev {
             }
             Input::PowerDown { kind, token, .. } => match (self.st, kind) {
                 (St::Running, _) => {
-                    self.begin_power_down(cx, kind, token);
+                    self.begin_power_down(cx, kind, token, None, false);
                     ok
                 }
+                // A query pending in D0: down, then back to the query.
+                (St::StopPending(fatal, None), _) => {
+                    self.begin_power_down(cx, kind, token, Some(Ret::Stop(None)), fatal);
+                    ok
+                }
+                (St::RemovePending(Back::Running, fatal), _) => {
+                    self.begin_power_down(cx, kind, token, Some(Ret::Remove), fatal);
+                    ok
+                }
+                (St::StopPending(fatal, Some(was)), _) => {
+                    let both_idle = was == PowerDownKind::Idle && kind == PowerDownKind::Idle;
+                    let kind = if both_idle {
+                        PowerDownKind::Idle
+                    } else {
+                        PowerDownKind::SystemSleep
+                    };
+                    self.st = St::StopPending(fatal, Some(kind));
+                    cx.done(token, Status::Success);
+                    ok
+                }
+                (St::RemovePending(Back::LowPower(was), fatal), _) => {
+                    let both_idle = was == PowerDownKind::Idle && kind == PowerDownKind::Idle;
+                    let kind = if both_idle {
+                        PowerDownKind::Idle
+                    } else {
+                        PowerDownKind::SystemSleep
+                    };
+                    self.st = St::RemovePending(Back::LowPower(kind), fatal);
+                    cx.done(token, Status::Success);
+                    ok
+                }
+                // As in added or stopped: nothing to power down; as in failed: refused.
+                (St::RemovePending(Back::Added | Back::Stopped, _), _) => {
+                    cx.done(token, Status::Success);
+                    ok
+                }
+                (St::RemovePending(Back::Failed(_), _), _) => Err(Error::InvalidState {
+                    phase: PhaseKind::Failed,
+                    input: InputKind::PowerDown,
+                }),
                 (St::Quiescing { .. } | St::Executing(_), PowerDownKind::Idle) => {
                     Err(Error::Vetoed(VetoReason::ResetInProgress))
                 }
@@ -1457,12 +1584,19 @@ impl Dev {
                     commanded: true,
                     reset,
                     wake,
+                    back,
                     ..
                 } => {
+                    if let Some(r) = back {
+                        self.st = r.st(Some(kind), reset);
+                        cx.done(token, Status::Success);
+                        self.serve_held_stop(cx, r);
+                        return ok;
+                    }
                     self.st = St::LowPower { kind, reset };
                     cx.done(token, Status::Success);
                     if (reset || wake) && kind == PowerDownKind::Idle {
-                        self.begin_power_up(cx, None, reset);
+                        self.begin_power_up(cx, None, reset, None);
                     }
                     ok
                 }
@@ -1472,13 +1606,41 @@ impl Dev {
             },
             Input::PowerUp { token, .. } => match self.st {
                 St::LowPower { reset, .. } => {
-                    self.begin_power_up(cx, Some(token), reset);
+                    self.begin_power_up(cx, Some(token), reset, None);
                     ok
                 }
-                St::PoweringUp { token: None, reset } => {
+                // A query pending in Dx: up, then back to the query.
+                St::StopPending(fatal, Some(_)) => {
+                    self.begin_power_up(cx, Some(token), fatal, Some(Ret::Stop(None)));
+                    ok
+                }
+                St::RemovePending(Back::LowPower(_), fatal) => {
+                    self.begin_power_up(cx, Some(token), fatal, Some(Ret::Remove));
+                    ok
+                }
+                // Already in D0 or stopped: as there, nothing to do.
+                St::StopPending(_, None) | St::RemovePending(Back::Running | Back::Stopped, _) => {
+                    cx.done(token, Status::Success);
+                    ok
+                }
+                // Added or failed: refused as there.
+                St::RemovePending(Back::Added, _) => Err(Error::InvalidState {
+                    phase: PhaseKind::Added,
+                    input: InputKind::PowerUp,
+                }),
+                St::RemovePending(Back::Failed(_), _) => Err(Error::InvalidState {
+                    phase: PhaseKind::Failed,
+                    input: InputKind::PowerUp,
+                }),
+                St::PoweringUp {
+                    token: None,
+                    reset,
+                    back,
+                } => {
                     self.st = St::PoweringUp {
                         token: Some(token),
                         reset,
+                        back,
                     };
                     ok
                 }
@@ -1496,15 +1658,23 @@ impl Dev {
     }
 
     /// Power: clients told Suspending, then the power-down once nothing is in flight.
-    fn begin_power_down(&mut self, cx: &mut Cx<'_>, kind: PowerDownKind, token: RequestToken) {
+    fn begin_power_down(
+        &mut self,
+        cx: &mut Cx<'_>,
+        kind: PowerDownKind,
+        token: RequestToken,
+        back: Option<Ret>,
+        reset: bool,
+    ) {
         self.tell_live(cx, Event::Suspending { kind });
         self.st = St::PoweringDown {
             kind,
             token,
             since: cx.now,
             commanded: false,
-            reset: false,
+            reset,
             wake: false,
+            back,
         };
         self.maybe_power_down(cx);
     }
@@ -1523,9 +1693,53 @@ impl Dev {
         }
     }
 
-    fn begin_power_up(&mut self, cx: &mut Cx<'_>, token: Option<RequestToken>, reset: bool) {
-        self.st = St::PoweringUp { token, reset };
+    fn begin_power_up(
+        &mut self,
+        cx: &mut Cx<'_>,
+        token: Option<RequestToken>,
+        reset: bool,
+        back: Option<Ret>,
+    ) {
+        self.st = St::PoweringUp { token, reset, back };
         cx.hw(HardwareCommand::PowerUp);
+    }
+
+    /// A Stop held by the transition: served now that the query stop is back.
+    fn serve_held_stop(&mut self, cx: &mut Cx<'_>, r: Ret) {
+        if let Some(t) = r.held_stop() {
+            let _ = self.input(
+                cx,
+                Input::Stop {
+                    device: cx.d,
+                    token: t,
+                },
+            );
+        }
+    }
+
+    /// A cancel during a power transition: the transition stops returning to the query it
+    /// cancels; with nothing to cancel, success and nothing else.
+    fn cancel_in_transition(
+        &mut self,
+        cx: &mut Cx<'_>,
+        token: RequestToken,
+        input: InputKind,
+    ) -> Result<Reply, Error> {
+        match &mut self.st {
+            St::PoweringDown { back, .. } | St::PoweringUp { back, .. } => {
+                if (input == InputKind::CancelStop && *back == Some(Ret::Stop(None)))
+                    || (input == InputKind::CancelRemove && *back == Some(Ret::Remove))
+                {
+                    *back = None;
+                }
+                cx.done(token, Status::Success);
+                Ok(Reply::Accepted)
+            }
+            _ => Err(Error::InvalidState {
+                phase: self.st.kind(),
+                input,
+            }),
+        }
     }
 
     /// A reset (or fatal error) in a power transition or in Dx waits for the power-up.
@@ -1535,14 +1749,14 @@ impl Dev {
             St::LowPower {
                 kind: PowerDownKind::Idle,
                 ..
-            } => self.begin_power_up(cx, None, true),
+            } => self.begin_power_up(cx, None, true, None),
             St::LowPower { reset, .. } => *reset = true,
             _ => {}
         }
     }
 
     fn power_up_done(&mut self, cx: &mut Cx<'_>, result: PowerUpResult) -> Result<(), Error> {
-        let St::PoweringUp { token, reset } = self.st else {
+        let St::PoweringUp { token, reset, back } = self.st else {
             return self.power_done_late(cx, Hw::PowerUp, result == PowerUpResult::Failed);
         };
         let done = |cx: &mut Cx<'_>, status| {
@@ -1550,6 +1764,9 @@ impl Dev {
                 cx.done(t, status);
             }
         };
+        if let Some(r) = back {
+            return self.power_up_done_query(cx, result, token, reset, r);
+        }
         match result {
             PowerUpResult::Powered => {
                 self.st = St::Running;
@@ -1618,6 +1835,73 @@ impl Dev {
         Ok(())
     }
 
+    /// The power-up asked while a query was pending reports: back to the query (a lost
+    /// state serves the held fatal error), the held stop served; a failed power-up or an
+    /// exhausted epoch ends the held stop and fatal error with the device.
+    fn power_up_done_query(
+        &mut self,
+        cx: &mut Cx<'_>,
+        result: PowerUpResult,
+        token: Option<RequestToken>,
+        reset: bool,
+        r: Ret,
+    ) -> Result<(), Error> {
+        let lost = result == PowerUpResult::LostState;
+        let ok = result == PowerUpResult::Powered || (lost && self.epoch < u32::MAX);
+        if !ok {
+            let vanished = result == PowerUpResult::Failed;
+            if let Some(t) = token {
+                cx.done(t, Status::HardwareFailed);
+            }
+            if let Some(t) = r.held_stop() {
+                let status = if vanished {
+                    Status::DeviceGone
+                } else {
+                    Status::HardwareFailed
+                };
+                cx.done(t, status);
+            }
+            if reset {
+                cx.cycle(if vanished {
+                    CycleOutcome::AbortedBySurpriseRemoval
+                } else {
+                    CycleOutcome::HardwareFailed
+                });
+            }
+            // Continue as a plain power-up that failed, nothing left to answer.
+            self.st = St::PoweringUp {
+                token: None,
+                reset: false,
+                back: None,
+            };
+            return self.power_up_done(cx, result);
+        }
+        if lost {
+            self.epoch += 1;
+            for c in self.cls.iter_mut().filter(|c| c.reg == Reg::Live) {
+                c.role = Role::Idle;
+                c.fresh = false;
+            }
+        }
+        self.st = r.st(None, reset && !lost);
+        if let Some(t) = token {
+            cx.done(t, Status::Success);
+        }
+        let epoch = Epoch(self.epoch);
+        self.tell_live(
+            cx,
+            Event::Resumed {
+                epoch,
+                state_lost: lost,
+            },
+        );
+        if reset && lost {
+            cx.cycle(CycleOutcome::Completed(epoch));
+        }
+        self.serve_held_stop(cx, r);
+        Ok(())
+    }
+
     /// A power command reports after surprise removal or once removal began.
     fn power_done_late(&mut self, cx: &mut Cx<'_>, op: Hw, failed: bool) -> Result<(), Error> {
         match self.st {
@@ -1657,7 +1941,7 @@ impl Dev {
             St::Quiescing { .. } | St::Executing(_) => {}
             St::Running => {
                 self.sleep = None;
-                self.begin_power_down(cx, PowerDownKind::SystemSleep, token);
+                self.begin_power_down(cx, PowerDownKind::SystemSleep, token, None, false);
             }
             St::Failed(_) => {
                 self.sleep = None;
@@ -1827,9 +2111,13 @@ impl Dev {
                 token: t,
                 commanded,
                 reset,
+                back,
                 ..
             } => {
                 cx.done(t, Status::DeviceGone);
+                if let Some(held) = back.and_then(Ret::held_stop) {
+                    cx.done(held, Status::DeviceGone);
+                }
                 if reset {
                     cx.cycle(CycleOutcome::AbortedByRemove);
                 }
@@ -1847,9 +2135,16 @@ impl Dev {
                 self.begin_removal(cx, token, Undo::Release, None, false);
                 Ok(())
             }
-            St::PoweringUp { token: t, reset } => {
+            St::PoweringUp {
+                token: t,
+                reset,
+                back,
+            } => {
                 if let Some(t) = t {
                     cx.done(t, Status::DeviceGone);
+                }
+                if let Some(held) = back.and_then(Ret::held_stop) {
+                    cx.done(held, Status::DeviceGone);
                 }
                 if reset {
                     cx.cycle(CycleOutcome::AbortedByRemove);
@@ -1901,9 +2196,13 @@ impl Dev {
                 token,
                 commanded,
                 reset,
+                back,
                 ..
             } => {
                 cx.done(token, Status::DeviceGone);
+                if let Some(held) = back.and_then(Ret::held_stop) {
+                    cx.done(held, Status::DeviceGone);
+                }
                 if reset {
                     cx.cycle(CycleOutcome::AbortedBySurpriseRemoval);
                 }
@@ -1915,9 +2214,12 @@ impl Dev {
                 }
                 (true, None)
             }
-            St::PoweringUp { token, reset } => {
+            St::PoweringUp { token, reset, back } => {
                 if let Some(t) = token {
                     cx.done(t, Status::DeviceGone);
+                }
+                if let Some(held) = back.and_then(Ret::held_stop) {
+                    cx.done(held, Status::DeviceGone);
                 }
                 if reset {
                     cx.cycle(CycleOutcome::AbortedBySurpriseRemoval);
@@ -2362,6 +2664,20 @@ impl Dev {
             }
             St::StopPending(_, None) => {
                 self.st = St::StopPending(true, None);
+                Ok(FatalAnswer::Deferred)
+            }
+            // Deferred as the pending query defers it.
+            St::PoweringDown {
+                back: Some(_),
+                ref mut reset,
+                ..
+            }
+            | St::PoweringUp {
+                back: Some(_),
+                ref mut reset,
+                ..
+            } => {
+                *reset = true;
                 Ok(FatalAnswer::Deferred)
             }
             St::PoweringDown { .. } | St::PoweringUp { .. } => {

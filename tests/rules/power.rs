@@ -817,7 +817,7 @@ fn unload_removes_every_device_whatever_its_power_state() {
 }
 
 /// DESIGN "Power": asking whether a power-down would be accepted changes nothing, and the
-/// answer is the one the power-down gets: the table's (refused in StopPending), then the
+/// answer is the one the power-down gets: the table's (refused in Failed), then the
 /// handler's on its data (an idle power-down vetoed during a reset cycle, a second deferred
 /// system sleep refused as pending).
 #[test]
@@ -857,15 +857,29 @@ fn asking_whether_a_power_down_would_be_accepted_answers_as_it_and_changes_nothi
         },
         Error::RequestPending,
     );
-    // Query stop succeeded: the table refuses a power-down, and so does the answer.
+    // Query stop succeeded: a power-down is accepted (Windows must not fail SET_POWER;
+    // issue 22 item 6), and so is the answer.
     let (mut o, _) = running_with(&[ClientKind::Trusted]);
     let t = o.token();
     o.ok(Input::QueryStop {
         device: DEV,
         token: t,
     });
+    assert_eq!(ask(&o, SystemSleep), Ok(()));
+    // Start failed: the table refuses a power-down, and so does the answer.
+    let mut o = owner();
+    o.ok(Input::AddDevice { device: DEV });
+    let t = o.token();
+    o.ok(Input::Start {
+        device: DEV,
+        token: t,
+    });
+    o.ok(Input::StartDone {
+        device: DEV,
+        result: StartResult::FailedAfterResources,
+    });
     let refused = Err(Error::InvalidState {
-        phase: PhaseKind::StopPending,
+        phase: PhaseKind::Failed,
         input: InputKind::PowerDown,
     });
     assert_eq!(ask(&o, SystemSleep), refused);

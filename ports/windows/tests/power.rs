@@ -462,12 +462,26 @@ fn query_power_answers_from_the_core_and_changes_nothing() {
     }
     assert_eq!(rig.phase(), Some(PhaseKind::Running));
     assert_eq!(rig.steps(), []);
-    // Query stop succeeded: the table refuses a power-down there.
+    // Query stop succeeded: a power-down is accepted there now (issue 22 item 6), and the
+    // query says so without moving the device.
     assert_eq!(rig.irp(PnpMinor::QueryStopDevice), NtStatus::SUCCESS);
+    rig.kmdf.clear();
     let query = PnpMinor::QueryPower(PowerState::System(S::S3));
-    assert_eq!(rig.irp(query), NtStatus::INVALID_DEVICE_STATE);
-    assert_eq!(rig.irp(sleep_s3()), NtStatus::INVALID_DEVICE_STATE);
+    assert_eq!(rig.irp(query), NtStatus::SUCCESS);
     assert_eq!(rig.phase(), Some(PhaseKind::StopPending));
+    assert_eq!(rig.steps(), []);
+    assert_eq!(rig.irp(sleep_s3()), NtStatus::SUCCESS);
+    assert_eq!(rig.steps(), [SelfManagedIoSuspend, D0Exit(D3)]);
+    assert_eq!(
+        rig.phase(),
+        Some(PhaseKind::StopPending),
+        "back to the query"
+    );
+    // Where the table refuses (the hardware vanished), the query answers as the set does.
+    let gone = Rig::started();
+    assert_eq!(gone.irp(PnpMinor::SurpriseRemoval), NtStatus::SUCCESS);
+    assert_eq!(gone.irp(query), NtStatus::INVALID_DEVICE_STATE);
+    assert_eq!(gone.irp(sleep_s3()), NtStatus::INVALID_DEVICE_STATE);
 }
 
 #[test]
@@ -548,13 +562,10 @@ fn an_access_waiting_for_a_power_up_times_out() {
     gate.wait();
 }
 
-/// Issue 22, item 6 (needs a core change; see the README, "Power IRPs the core refuses"):
-/// a driver must not fail `IRP_MN_SET_POWER` to D0. After an idle D3 and a query stop
-/// (a rebalance that follows an idle power-down), the power-up is refused by the core
-/// (`TABLE[StopPending][PowerUp]` = Refuse, `Device::power_up`'s fall-through) and the
-/// device stays in D3 until `IRP_MN_CANCEL_STOP_DEVICE`.
+/// Issue 22, item 6: a driver must not fail `IRP_MN_SET_POWER` to D0. After an idle D3 and
+/// a query stop (a rebalance that follows an idle power-down), the power-up runs and the
+/// device returns to its pending query stop (the core refused it before).
 #[test]
-#[ignore = "the core refuses PowerUp in StopPending (issue 22 item 6): a core change"]
 fn set_power_d0_after_query_stop_in_d3_powers_the_device_up() {
     let rig = Rig::started();
     assert_eq!(rig.irp(idle_d3()), NtStatus::SUCCESS);
@@ -564,11 +575,10 @@ fn set_power_d0_after_query_stop_in_d3_powers_the_device_up() {
     assert_eq!(rig.steps(), [D0Entry(D3), SelfManagedIoRestart]);
 }
 
-/// Issue 22, item 6 (needs a core change): `IRP_MN_SET_POWER` to a system sleep (an S-IRP
-/// no driver may fail) or the power policy owner's D3 is failed while a query remove is
-/// pending (`TABLE[RemovePending][PowerDown]` = Refuse).
+/// Issue 22, item 6: `IRP_MN_SET_POWER` to a system sleep (an S-IRP no driver may fail) or
+/// the power policy owner's D3 while a query remove is pending powers the device down (the
+/// core refused it before).
 #[test]
-#[ignore = "the core refuses PowerDown in RemovePending (issue 22 item 6): a core change"]
 fn set_power_s3_or_d3_while_a_query_remove_is_pending_is_not_failed() {
     for minor in [sleep_s3(), idle_d3()] {
         let rig = Rig::started();
