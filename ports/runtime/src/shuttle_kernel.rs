@@ -64,6 +64,7 @@ shuttle::thread_local! {
 
 impl Kernel for ShuttleKernel {
     type Monitor<T: Send + 'static> = ShuttleMonitor<T>;
+    type Word = shuttle::sync::atomic::AtomicU64;
     type Thread = shuttle::thread::JoinHandle<()>;
 
     fn context() -> ContextId {
