@@ -115,6 +115,8 @@ pub trait GateControl: Send + Sync {
     fn close(&self) -> u32;
     /// See [`Gate::in_flight`].
     fn in_flight(&self) -> u32;
+    /// See [`Gate::is_open`].
+    fn is_open(&self) -> bool;
 }
 
 impl<A: AtomicWord> GateControl for Gate<A> {
@@ -126,6 +128,9 @@ impl<A: AtomicWord> GateControl for Gate<A> {
     }
     fn in_flight(&self) -> u32 {
         Gate::in_flight(self)
+    }
+    fn is_open(&self) -> bool {
+        Gate::is_open(self)
     }
 }
 

@@ -811,8 +811,10 @@ impl<O: Os, const D: usize, const C: usize, const P: usize, const Q: usize> Owne
                 match gate {
                     FastPathGate::Open { epoch } => {
                         if let Some(g) = self.gate(client) {
-                            // The machine opens only a gate it closed: nothing to carry.
-                            if g.open(client.generation, epoch) != 0 {
+                            // The machine opens only a gate it closed: shut, nothing to
+                            // carry (else something opened it behind the machine's back).
+                            let was_open = g.is_open();
+                            if g.open(client.generation, epoch) != 0 || was_open {
                                 self.anomalies += 1;
                             }
                         }

@@ -417,6 +417,23 @@ impl<O: Os, K: Kernel, const D: usize, const C: usize, const P: usize, const Q: 
         }
     }
 
+    /// The fast path's end alone, through the client's own gate: `true` if the operation
+    /// ended there (no lock); `false` if the machine must hear `AccessDone`, because it
+    /// granted the operation or a close carried it since (the port then calls
+    /// [`Owner::operation_done`] under the lock, with its own checks around it).
+    #[inline]
+    pub fn operation_end_fast_on(&self, gate: &ClientGate<K::Word>, operation: Operation) -> bool {
+        match operation.ticket {
+            Some(ticket) if operation.client == gate.packed => gate.gate.end(ticket) == End::Fast,
+            Some(ticket) => {
+                let client = operation.client();
+                let gate = gate_index::<C>(client).and_then(|i| self.gates.get(i));
+                gate.is_some_and(|g| g.end(ticket) == End::Fast)
+            }
+            None => false,
+        }
+    }
+
     /// Granted by the machine, or carried by a close: `AccessDone` under the lock.
     #[cold]
     #[inline(never)]
