@@ -121,6 +121,6 @@ fn control_of_the_fast_path_races_without_a_fault_is_clean() {
     for against in [toy::Against::ResetCycle, toy::Against::PowerDown] {
         let found = failure(move || toy::fast_race(Dispatch::Thread, against, |_| {}));
         assert_eq!(found, None, "{against:?}");
-        println!("fast path control vs {against:?}: clean in {SCHEDULES} schedules");
+        println!("control (fast path vs {against:?}): clean in {SCHEDULES} schedules");
     }
 }

@@ -282,10 +282,13 @@ pub fn no_hardware_under_an_operation(log: &[Seen]) {
                     *n -= 1;
                 }
             }
+            // Only a fence that waited for the operations is sure to come after every
+            // earlier grant's log line (it waits for their ends).
             Seen::Fenced(c, over) => {
-                fenced.push(*c);
                 if *over {
                     overran.push(*c);
+                } else {
+                    fenced.push(*c);
                 }
             }
             Seen::Hardware(command @ (Reset | Shutdown | ReleaseResources | PowerDown)) => {
