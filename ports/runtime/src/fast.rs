@@ -49,6 +49,21 @@ pub trait AtomicWord: Send + Sync {
     ) -> Result<u64, u64>;
     /// `fetch_and`.
     fn fetch_and(&self, value: u64, order: core::sync::atomic::Ordering) -> u64;
+    /// `load` by the owner, under its lock (opening, closing, counting): the same as
+    /// [`Self::load`] but for a test word that makes only the hot path's operations
+    /// scheduling points (a port may hold a lock of its own, not the scheduler's, around
+    /// the owner's, as the Linux port's lock is).
+    fn owner_load(&self, order: core::sync::atomic::Ordering) -> u64 {
+        self.load(order)
+    }
+    /// `store` by the owner (see [`Self::owner_load`]).
+    fn owner_store(&self, value: u64, order: core::sync::atomic::Ordering) {
+        self.store(value, order)
+    }
+    /// `fetch_and` by the owner (see [`Self::owner_load`]).
+    fn owner_fetch_and(&self, value: u64, order: core::sync::atomic::Ordering) -> u64 {
+        self.fetch_and(value, order)
+    }
 }
 
 macro_rules! atomic_word {
@@ -185,7 +200,7 @@ impl<A: AtomicWord> Default for Gate<A> {
 
 impl<A: AtomicWord> core::fmt::Debug for Gate<A> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        let word = self.word.load(Relaxed);
+        let word = self.word.owner_load(Relaxed);
         f.debug_struct("Gate")
             .field("open", &(word & OPEN != 0))
             .field("in_flight", &(word & COUNT))
@@ -215,11 +230,11 @@ impl<A: AtomicWord> Gate<A> {
     /// returned, as [`Self::close`] would.
     pub fn open(&self, client_generation: u16, epoch: Epoch) -> u32 {
         let carried = self.close();
-        self.key.store(key(client_generation, epoch), Relaxed);
-        let generation = self.word.load(Relaxed) & GENERATION;
+        self.key.owner_store(key(client_generation, epoch), Relaxed);
+        let generation = self.word.owner_load(Relaxed) & GENERATION;
         let next = (generation + (1 << GENERATION_SHIFT)) & GENERATION;
         // Release: the key is written before a begin can see the gate open.
-        self.word.store(OPEN | next, Release);
+        self.word.owner_store(OPEN | next, Release);
         carried
     }
 
@@ -228,7 +243,7 @@ impl<A: AtomicWord> Gate<A> {
     /// [`End::Carried`].
     pub fn close(&self) -> u32 {
         // AcqRel: the operations that ended on the fast path happened before this.
-        let old = self.word.fetch_and(GENERATION, AcqRel);
+        let old = self.word.owner_fetch_and(GENERATION, AcqRel);
         if old & OPEN == 0 {
             return 0;
         }
@@ -237,13 +252,13 @@ impl<A: AtomicWord> Gate<A> {
 
     /// Whether the gate is open.
     pub fn is_open(&self) -> bool {
-        self.word.load(Relaxed) & OPEN != 0
+        self.word.owner_load(Relaxed) & OPEN != 0
     }
 
     /// Operations begun on the fast path and not ended, while the gate is open (a shut
     /// gate's were carried to the machine).
     pub fn in_flight(&self) -> u32 {
-        let word = self.word.load(Acquire);
+        let word = self.word.owner_load(Acquire);
         if word & OPEN == 0 {
             return 0;
         }

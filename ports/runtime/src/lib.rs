@@ -77,6 +77,6 @@ pub use runtime::{
     UnloadError, WouldDeadlock,
 };
 #[cfg(feature = "shuttle")]
-pub use shuttle_kernel::{ShuttleKernel, ShuttleMonitor};
+pub use shuttle_kernel::{ShuttleKernel, ShuttleMonitor, ShuttleWord};
 #[cfg(feature = "std")]
 pub use std_kernel::{ManualClock, MonotonicClock, StdKernel, StdMonitor};
