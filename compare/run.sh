@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Issue 12's measurement: pnp-lifecycle against the peers of ../shared/peers (statig-fsm,
-# naive-std) on the same reset cycle, all three in one run, printed as one table.
+# naive-std) on the same reset cycle, all three in one run, printed as one table; on a bare
+# clone (no ../shared/peers) the same run without the peers' rows (SKIPPED lines say so).
 #
 #   instructions per cycle: callgrind, (Ir(101 rounds) - Ir(1 round)) / 100, release build
 #   wall: the median of REPS interleaved runs (ns a cycle, timed inside the binary)
@@ -22,9 +23,12 @@ IMPLS=(statig naive pnp pnp-pt)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
+# On a bare clone (no ../shared/peers) only the peers' rows are skipped: pnp's own cycle
+# figures, the sizes, the hot path's bracket and the firmware figures need no peer.
+have_peers=1
 if [ ! -d ../shared/peers/statig-fsm ] || [ ! -d ../shared/peers/naive-std ]; then
-  skip "the comparison: ../shared/peers (statig-fsm, naive-std) is not beside the repository"
-  exit 0
+  have_peers=0
+  IMPLS=(pnp pnp-pt)
 fi
 
 cargo build -q --release -p pnp-compare
@@ -69,6 +73,9 @@ for n in "${CLIENTS[@]}"; do
 done
 WALL[qs]=$(median "$tmp/wall.qs")
 WALL[slots64]=$(median "$tmp/wall.slots64")
+if [ $have_peers = 0 ]; then # the peers' cells print as "-"
+  for n in "${CLIENTS[@]}"; do for imp in statig naive; do INS[$imp,$n]=-; WALL[$imp,$n]=-; done; done
+fi
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else printf "-" }'; }
 num() { case "${1:-}" in '' | *[!0-9]*) printf -- "-" ;; *) printf "%'d" "$1" ;; esac; }
@@ -76,6 +83,8 @@ num() { case "${1:-}" in '' | *[!0-9]*) printf -- "-" ;; *) printf "%'d" "$1" ;;
 printf '\n## pnp-lifecycle vs the peers: one reset cycle (client 0 requests, every client acks,\n'
 printf '## hardware reset done, every client reacquires); pnp with its whole owner contract\n\n'
 echo "$(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, $(rustc --version), release build"
+[ $have_peers = 1 ] ||
+  skip "the peers' columns (statig, naive, pnp/statig): ../shared/peers (statig-fsm, naive-std) is not beside the repository"
 if [ $have_valgrind = 1 ]; then
   echo "instructions: callgrind, (Ir(101 rounds) - Ir(1 round)) / 100;" \
     "wall: median of $REPS interleaved runs, ns a cycle"
@@ -130,8 +139,9 @@ bsys() { # bsys IMPL ROUNDS: system calls per bracket (all kinds), from strace -
   awk -v t="${total:-0}" -v b="${base:-0}" -v n="$2" 'BEGIN { v = (t - b) / n; if (v < 0) v = 0; printf "%.2f", v }'
 }
 cargo build -q --release -p pnp-compare --bin bracket
-BIMPLS=(atomic mutex core runtime fast gate)
-declare -A BROUNDS=([atomic]=20000000 [mutex]=5000000 [core]=1000000 [runtime]=100000 [fast]=20000000 [gate]=20000000)
+# The fast path's row next to the remove lock's.
+BIMPLS=(atomic fast lookup gate mutex core runtime)
+declare -A BROUNDS=([atomic]=20000000 [mutex]=5000000 [core]=1000000 [runtime]=100000 [fast]=20000000 [lookup]=20000000 [gate]=20000000)
 declare -A BINS BSYS BW1 BW2
 for imp in "${BIMPLS[@]}"; do
   for ((rep = 0; rep < REPS; rep++)); do
@@ -159,7 +169,8 @@ bname() { case "$1" in
   mutex) echo "std Mutex lock + unlock, twice" ;;
   core) echo "the core alone (Access + AccessDone, drained)" ;;
   runtime) echo "the runtime, slow path (with(operation_begin) + with(operation_done))" ;;
-  fast) echo "the runtime, fast path (Runtime::operation_begin + operation_end, gate open)" ;;
+  fast) echo "the runtime, fast path as a port calls it (operation_begin_on + operation_end_on, its ClientGate, gate open)" ;;
+  lookup) echo "the runtime, fast path by client handle (operation_begin + operation_end, gate looked up)" ;;
   gate) echo "the fast path's gate alone (Gate::begin + Gate::end)" ;;
   esac; }
 for imp in "${BIMPLS[@]}"; do
@@ -224,18 +235,24 @@ symbols_matching() {
 }
 img=$(fw)
 base=$(fw --features baseline)
-peer=$(fw --features statig)
 text=$(section .text "$img")
 text_base=$(section .text "$base")
-text_peer=$(section .text "$peer")
 mem=$(symbols_matching 'compiler_builtins.*mem' "$img")
-mem_peer=$(symbols_matching 'compiler_builtins.*mem' "$peer")
 core_text=$((text - text_base))
 echo "pnp core .text: $core_text bytes ($(awk -v b=$core_text 'BEGIN{printf "%.1f", b / 1024}') KiB;" \
   "image $text - empty skeleton $text_base), of which compiler_builtins mem*: $mem (target <= 4 KiB)"
-echo "statig-fsm .text in the same skeleton: $((text_peer - text_base)) bytes, of which compiler_builtins mem*: $mem_peer"
+if [ $have_peers = 1 ]; then
+  peer=$(fw --features statig)
+  text_peer=$(section .text "$peer")
+  mem_peer=$(symbols_matching 'compiler_builtins.*mem' "$peer")
+  echo "statig-fsm .text in the same skeleton: $((text_peer - text_base)) bytes, of which compiler_builtins mem*: $mem_peer"
+  statig_ram="statig-fsm Device $(symbol SIZE_OF_STATIG_DEVICE "$peer") bytes"
+else
+  skip "statig-fsm's firmware row: ../shared/peers is not beside the repository"
+  statig_ram="statig-fsm: skipped"
+fi
 echo "pnp RAM: the machine $(symbol PNP_MACHINE "$img") bytes (.data $(section .data "$img"), .bss $(section .bss "$img"));" \
-  "statig-fsm Device $(symbol SIZE_OF_STATIG_DEVICE "$peer") bytes"
+  "$statig_ram"
 echo "size_of on the target: Input $(symbol SIZE_OF_INPUT "$img"), Output $(symbol SIZE_OF_OUTPUT "$img")," \
   "Reply $(symbol SIZE_OF_REPLY "$img"), Error $(symbol SIZE_OF_ERROR "$img")" \
   "(the queue: queue_capacity(1, 4) = 17 outputs)"

@@ -9,9 +9,12 @@
 //! * `runtime`: the shared owner runtime as the ports call it today:
 //!   `with(operation_begin)` + `with(operation_done)` under the owner lock, `StdKernel`,
 //!   `MonotonicClock`, `Dispatch::Inline`, a port that does nothing;
-//! * `fast`: the runtime's fast path as the Windows port's `hardware_op` takes it:
-//!   `Runtime::operation_begin` + `Runtime::operation_end` while the machine keeps the
-//!   client's gate open (started, D0, its epoch, nothing to drain);
+//! * `fast`: the runtime's fast path as the ports take it (the Windows `hardware_op`, the
+//!   Linux verbs): `Runtime::operation_begin_on` + `Runtime::operation_end_on` through the
+//!   client's own `ClientGate` (kept by the port since registration) while the machine
+//!   keeps the gate open (started, D0, its epoch, nothing to drain);
+//! * `lookup`: the same by client handle, `Runtime::operation_begin` +
+//!   `Runtime::operation_end` (the gate looked up in the runtime's table every time);
 //! * `gate`: the fast path's mechanism alone, `Gate::begin` + `Gate::end`.
 //!
 //! THREADS (default 1) threads each run ROUNDS brackets, thread `i` as client `i` (the
@@ -218,6 +221,38 @@ fn runtime(rounds: u64, threads: usize) -> f64 {
 
 fn fast(rounds: u64, threads: usize) -> f64 {
     let (rt, clients) = started_runtime(threads);
+    let gates: Vec<_> = clients
+        .iter()
+        .map(|&(client, _)| {
+            rt.client_gate(client)
+                .unwrap_or_else(|| fail("client_gate", client))
+        })
+        .collect();
+    timed(threads, rounds, |t| {
+        let (Some(&(_, epoch)), Some(gate)) = (clients.get(t), gates.get(t)) else {
+            return;
+        };
+        for _ in 0..rounds {
+            // The port's handle, read from memory at every bracket.
+            let gate = black_box(gate);
+            match rt.operation_begin_on(gate, epoch) {
+                Ok(Begin::Granted(op)) => {
+                    if !op.on_fast_path() {
+                        fail("fast", "granted by the machine: the gate is shut");
+                    }
+                    if let Err(e) = rt.operation_end_on(gate, op) {
+                        fail("operation_end_on", e);
+                    }
+                }
+                Ok(Begin::WaitForPowerUp) => fail("operation_begin_on", "wait for power-up"),
+                Err(e) => fail("operation_begin_on", e),
+            }
+        }
+    })
+}
+
+fn lookup(rounds: u64, threads: usize) -> f64 {
+    let (rt, clients) = started_runtime(threads);
     timed(threads, rounds, |t| {
         let Some(&(client, epoch)) = clients.get(t) else {
             return;
@@ -226,7 +261,7 @@ fn fast(rounds: u64, threads: usize) -> f64 {
             match rt.operation_begin(black_box(client), epoch) {
                 Ok(Begin::Granted(op)) => {
                     if !op.on_fast_path() {
-                        fail("fast", "granted by the machine: the gate is shut");
+                        fail("lookup", "granted by the machine: the gate is shut");
                     }
                     if let Err(e) = rt.operation_end(op) {
                         fail("operation_end", e);
@@ -240,7 +275,7 @@ fn fast(rounds: u64, threads: usize) -> f64 {
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let usage = "usage: bracket (atomic|mutex|core|runtime|fast|gate) ROUNDS [THREADS]";
+    let usage = "usage: bracket (atomic|mutex|core|runtime|fast|lookup|gate) ROUNDS [THREADS]";
     let num = |i: usize, default: u64| -> u64 {
         args.get(i).map_or(default, |s| {
             s.parse()
@@ -260,6 +295,7 @@ fn main() {
         "runtime" => runtime(rounds, threads),
         "gate" => gate(rounds, threads),
         "fast" => fast(rounds, threads),
+        "lookup" => lookup(rounds, threads),
         _ => fail(usage, format!("unknown IMPL {imp:?}")),
     };
     println!("impl={imp} rounds={rounds} threads={threads} ns_per_bracket={ns:.1}");

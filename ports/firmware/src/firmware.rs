@@ -707,8 +707,9 @@ where
             | Output::ClientGone { .. }
             | Output::DeviceRemoved { .. }
             | Output::UnloadMayFinish => Ok(()),
-            // Not wired yet (issue 21): the firmware's machine is built without
-            // `with_fast_path`, so it never asks for a gate.
+            // By decision (issue 21, README "Hardware operations"): the firmware's machine
+            // is built without `with_fast_path` (every operation is counted by the core,
+            // in a critical section), so it never asks for a gate.
             Output::FastPath { .. } => Ok(()),
         }
     }

@@ -11,7 +11,8 @@ use pnp_lifecycle::{
     PortSet, Reply, ResetResult, Role, Status, Tick,
 };
 use pnp_lifecycle_runtime::{
-    Clock, Completion, Dispatch, Kernel, MonotonicClock, Os, Owner, Runtime, StdKernel,
+    AtomicWord, ClientGate, Clock, Completion, Dispatch, Kernel, MonotonicClock, Operation, Os,
+    Owner, Runtime, StdKernel,
 };
 
 use crate::errno::{Errno, LinuxError};
@@ -44,6 +45,68 @@ impl LinuxPort for LinuxOs {
 pub struct PortAttr {
     /// The port's link state (set by the subnet manager).
     pub state: LinkState,
+}
+
+/// A context's handle on one device for its verbs (what a uverbs call carries: the
+/// `ib_ucontext`), from [`Driver::hw_context`]: the attachment, the interface's epoch and
+/// the attachment's own fast-path gate. [`Driver::begin_verb`] / [`Driver::end_verb`]
+/// through it take no lock other contexts' verbs take while the core keeps the gate
+/// open. It names the interface of one epoch: after a reset (`resume`) the context asks
+/// for a new one; the old one is refused `ESTALE`.
+pub struct HwContext<W: AtomicWord = std::sync::atomic::AtomicU64> {
+    id: ClientId,
+    dev: DeviceId,
+    handle: ClientHandle,
+    epoch: Epoch,
+    gate: ClientGate<W>,
+}
+
+impl<W: AtomicWord> Clone for HwContext<W> {
+    fn clone(&self) -> Self {
+        HwContext {
+            gate: self.gate.clone(),
+            ..*self
+        }
+    }
+}
+
+impl<W: AtomicWord> std::fmt::Debug for HwContext<W> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HwContext")
+            .field("id", &self.id)
+            .field("dev", &self.dev)
+            .field("handle", &self.handle)
+            .field("epoch", &self.epoch)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<W: AtomicWord> HwContext<W> {
+    /// The interface's epoch this context uses.
+    pub fn epoch(&self) -> Epoch {
+        self.epoch
+    }
+
+    /// The attachment's handle in the machine.
+    pub fn handle(&self) -> ClientHandle {
+        self.handle
+    }
+}
+
+/// A verb's hardware operation in flight ([`Driver::begin_verb`]); hand it to
+/// [`Driver::end_verb`].
+#[derive(Debug)]
+#[must_use = "a verb's operation in flight must be ended (Driver::end_verb)"]
+pub struct HwOp {
+    /// Granted on the fast path, or (`None`) by the machine under the lock.
+    fast: Option<Operation>,
+}
+
+impl HwOp {
+    /// Whether it was granted on the fast path (no lock).
+    pub fn on_fast_path(&self) -> bool {
+        self.fast.is_some()
+    }
 }
 
 /// One Linux RDMA driver module (a `pci_driver` and `ib_device` provider) over the core.
@@ -455,11 +518,30 @@ impl<K: Kernel, O: LinuxPort> Driver<K, O> {
     /// core commands the runtime resume and this waits for it, `ETIMEDOUT` after
     /// `operation_timeout` (`EDEADLK` from a callback). System sleep: `ESHUTDOWN`.
     pub fn begin_hw_op(&self, id: ClientId, dev: DeviceId) -> Result<(), LinuxError> {
+        self.begin_hw_op_as(id, dev, None)
+    }
+
+    /// [`begin_hw_op`](Self::begin_hw_op) under the lock; `context`: the handle and epoch
+    /// a [`HwContext`] names (else the attachment's own).
+    fn begin_hw_op_as(
+        &self,
+        id: ClientId,
+        dev: DeviceId,
+        context: Option<(ClientHandle, Epoch)>,
+    ) -> Result<(), LinuxError> {
         let mut deadline = None;
         loop {
             let (waits, now) = self.with(|o, now, s| {
                 let a = Self::attachment(o, s, id, dev)?;
-                let (client, epoch, what) = (a.handle, a.epoch, Access::HardwareOp);
+                let (client, epoch) = match context {
+                    // A context of an earlier attachment (detached and attached again).
+                    Some((handle, _)) if handle != a.handle => {
+                        return Err(LinuxError::new(Errno::ENODEV))
+                    }
+                    Some(named) => named,
+                    None => (a.handle, a.epoch),
+                };
+                let what = Access::HardwareOp;
                 let access = Input::Access {
                     client,
                     epoch,
@@ -492,14 +574,80 @@ impl<K: Kernel, O: LinuxPort> Driver<K, O> {
         self.with(|o, now, s| {
             let r = s.reg(id).ok_or(LinuxError::new(Errno::ENOENT))?;
             let a = r.at[dev_index(dev)?].ok_or(LinuxError::new(Errno::ENODEV))?;
-            let done = o.operation_done(now, a.handle);
-            // A fence that outran its grace already ended the operation: disassociated.
-            let revoked = o.machine().client(a.handle).map(|v| v.state);
-            match (done, revoked) {
-                (Err(_), Some(ClientState::Revoked)) => Err(LinuxError::new(Errno::EIO)),
-                (done, _) => Ok(done?),
-            }
+            Self::operation_done(o, now, a.handle)
         })
+    }
+
+    /// `AccessDone` for `handle`, with the port's errno.
+    fn operation_done(
+        o: &mut LinuxOwner<O>,
+        now: Tick,
+        handle: ClientHandle,
+    ) -> Result<(), LinuxError> {
+        let done = o.operation_done(now, handle);
+        // A fence that outran its grace already ended the operation: disassociated.
+        let revoked = o.machine().client(handle).map(|v| v.state);
+        match (done, revoked) {
+            (Err(_), Some(ClientState::Revoked)) => Err(LinuxError::new(Errno::EIO)),
+            (done, _) => Ok(done?),
+        }
+    }
+
+    /// A context's handle for its verbs on `dev` ([`HwContext`]), taken once (after
+    /// `add`, and again after each `resume`): the port lock is taken here, never by
+    /// [`begin_verb`](Self::begin_verb) on the fast path. `ENOENT` for no such
+    /// registration, `ENODEV` if not attached, `EIO` once disassociated.
+    pub fn hw_context(
+        &self,
+        id: ClientId,
+        dev: DeviceId,
+    ) -> Result<HwContext<K::Word>, LinuxError> {
+        let a = self.with(|o, _, s| Self::attachment(o, s, id, dev))?;
+        let gate = self
+            .rt
+            .client_gate(a.handle)
+            .ok_or(LinuxError::new(Errno::ENODEV))?;
+        Ok(HwContext {
+            id,
+            dev,
+            handle: a.handle,
+            epoch: a.epoch,
+            gate,
+        })
+    }
+
+    /// [`begin_hw_op`](Self::begin_hw_op) through a context's [`HwContext`]. While the
+    /// core keeps the attachment's gate open (the device running in D0 at the context's
+    /// epoch, nothing to drain, not revoked) this takes no lock and makes no system call:
+    /// the gate's compare-exchange on the attachment's own cache line. Otherwise the core
+    /// decides under the lock, with the errnos of [`begin_hw_op`](Self::begin_hw_op)
+    /// (`ESTALE`: the context's epoch is an earlier one; `ENODEV`: the context names an
+    /// attachment since detached).
+    pub fn begin_verb(&self, context: &HwContext<K::Word>) -> Result<HwOp, LinuxError> {
+        if let Some(operation) = self
+            .rt
+            .operation_begin_fast_on(&context.gate, context.epoch)
+        {
+            return Ok(HwOp {
+                fast: Some(operation),
+            });
+        }
+        let named = Some((context.handle, context.epoch));
+        self.begin_hw_op_as(context.id, context.dev, named)?;
+        Ok(HwOp { fast: None })
+    }
+
+    /// The operation of [`begin_verb`](Self::begin_verb) ended: on the fast path with the
+    /// gate still open, no lock; otherwise (granted by the core, or carried by a close
+    /// since) as [`end_hw_op`](Self::end_hw_op).
+    pub fn end_verb(&self, context: &HwContext<K::Word>, op: HwOp) -> Result<(), LinuxError> {
+        if let Some(operation) = op.fast {
+            if self.rt.operation_end_fast_on(&context.gate, operation) {
+                return Ok(());
+            }
+        }
+        self.rt
+            .with(|o, now| Self::operation_done(o, now, context.handle))
     }
 
     /// The subnet manager moved a port: `IB_EVENT_PORT_ACTIVE` / `IB_EVENT_PORT_ERR` to

@@ -28,7 +28,7 @@ mod driver;
 pub mod errno;
 mod os;
 
-pub use driver::{Driver, LinuxOwner, LinuxPort, LinuxRuntime, PortAttr};
+pub use driver::{Driver, HwContext, HwOp, LinuxOwner, LinuxPort, LinuxRuntime, PortAttr};
 pub use errno::{errno_of, Errno, LinuxError};
 pub use os::{
     failure_text, ClientId, Hardware, IbClient, IbEvent, Job, LinuxOs, NullHardware,

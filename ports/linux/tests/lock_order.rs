@@ -50,6 +50,7 @@ struct OrderedKernel;
 impl Kernel for OrderedKernel {
     type Monitor<T: Send + 'static> = Ordered<T>;
     type Thread = std::thread::JoinHandle<()>;
+    type Word = std::sync::atomic::AtomicU64;
     fn context() -> ContextId {
         StdKernel::context()
     }

@@ -70,13 +70,13 @@ mod shuttle_kernel;
 #[cfg(feature = "std")]
 mod std_kernel;
 
-pub use fast::{AtomicWord, End, Gate, Ticket};
+pub use fast::{AtomicWord, End, Gate, GateControl, Ticket};
 pub use owner::{Completion, ContextId, Done, News, Os, Owner, Work};
 pub use runtime::{
-    carry_out, Begin, Clock, Dispatch, Kernel, Monitor, Operation, Runtime, UnloadError,
-    WouldDeadlock,
+    carry_out, Begin, ClientGate, Clock, Dispatch, Kernel, Monitor, Operation, Runtime,
+    UnloadError, WouldDeadlock,
 };
 #[cfg(feature = "shuttle")]
-pub use shuttle_kernel::{ShuttleKernel, ShuttleMonitor};
+pub use shuttle_kernel::{ShuttleKernel, ShuttleMonitor, ShuttleWord};
 #[cfg(feature = "std")]
 pub use std_kernel::{ManualClock, MonotonicClock, StdKernel, StdMonitor};

@@ -7,7 +7,7 @@ use alloc::collections::VecDeque;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
 
-use crate::fast::Gate;
+use crate::fast::{Gate, GateControl};
 use pnp_lifecycle::{
     AccessAnswer, ClientHandle, ClientKind, Config, CycleOutcome, DeviceId, Epoch, Error, Event,
     FailureCause, FastPathGate, HardwareCommand, Input, Lifecycle, Output, Reply, RequestToken,
@@ -254,9 +254,9 @@ pub struct Owner<O: Os, const D: usize, const C: usize, const P: usize, const Q:
     running: Vec<Running>,
     fences: Vec<FenceWait>,
     fences_done: VecDeque<(ClientHandle, bool)>,
-    /// Every client slot's fast-path gate (device-major), shared with whoever begins
-    /// operations outside the lock ([`Self::gates`]).
-    gates: Arc<[Gate]>,
+    /// Every client slot's fast-path gate (device-major, `device * C + slot`), shared
+    /// with whoever begins operations outside the lock ([`crate::Runtime::client_gate`]).
+    gates: Vec<Arc<dyn GateControl>>,
     /// Operations the owner's closes carried, per client, not yet reported to the machine.
     carried: Vec<(ClientHandle, u32)>,
     /// Gate closes the machine asked for, answered once the queue is drained.
@@ -311,7 +311,9 @@ impl<O: Os, const D: usize, const C: usize, const P: usize, const Q: usize> Owne
             running: Vec::new(),
             fences: Vec::new(),
             fences_done: VecDeque::new(),
-            gates: (0..D * C).map(|_| Gate::new()).collect(),
+            gates: (0..D * C)
+                .map(|_| Arc::new(Gate::<core::sync::atomic::AtomicU64>::new()) as _)
+                .collect(),
             carried: Vec::new(),
             closes_asked: VecDeque::new(),
             fence_grace: config.callback_timeout.max(config.operation_timeout),
@@ -329,11 +331,10 @@ impl<O: Os, const D: usize, const C: usize, const P: usize, const Q: usize> Owne
         &self.machine
     }
 
-    /// Every client slot's fast-path gate, device-major (`device * C + slot`): a port
-    /// keeps this and begins and ends operations on it without the lock
-    /// ([`crate::Runtime::operation_begin`] does). The machine decides which are open.
-    pub fn gates(&self) -> Arc<[Gate]> {
-        Arc::clone(&self.gates)
+    /// Use `gates` (one a client slot, device-major: `device * C + slot`) as the fast
+    /// path's gates: the runtime's, whose atomic word is its kernel's.
+    pub(crate) fn use_gates(&mut self, gates: Vec<Arc<dyn GateControl>>) {
+        self.gates = gates;
     }
 
     /// The hardware operations of `client` in flight, on either path: the machine's
@@ -343,7 +344,7 @@ impl<O: Os, const D: usize, const C: usize, const P: usize, const Q: usize> Owne
             .machine
             .client(client)
             .map_or(0, |v| u32::from(v.operations_in_flight));
-        let open = self.gate(client).map_or(0, Gate::in_flight);
+        let open = self.gate(client).map_or(0, |g| g.in_flight());
         counted
             .saturating_add(open)
             .saturating_add(self.carried_of(client))
@@ -450,7 +451,7 @@ impl<O: Os, const D: usize, const C: usize, const P: usize, const Q: usize> Owne
         #[cfg(pnp_faults)]
         let after = match self.fault {
             crate::planted::Fault::CompletionOvertakesTeardown => After::Nothing,
-            crate::planted::Fault::None => after,
+            crate::planted::Fault::None | crate::planted::Fault::BeginAfterClose => after,
         };
         let seq = self.next_seq;
         self.next_seq += 1;
@@ -810,8 +811,10 @@ impl<O: Os, const D: usize, const C: usize, const P: usize, const Q: usize> Owne
                 match gate {
                     FastPathGate::Open { epoch } => {
                         if let Some(g) = self.gate(client) {
-                            // The machine opens only a gate it closed: nothing to carry.
-                            if g.open(client.generation, epoch) != 0 {
+                            // The machine opens only a gate it closed: shut, nothing to
+                            // carry (else something opened it behind the machine's back).
+                            let was_open = g.is_open();
+                            if g.open(client.generation, epoch) != 0 || was_open {
                                 self.anomalies += 1;
                             }
                         }
@@ -855,14 +858,14 @@ impl<O: Os, const D: usize, const C: usize, const P: usize, const Q: usize> Owne
     }
 
     /// `client`'s gate, if the client names a slot of this owner.
-    fn gate(&self, client: ClientHandle) -> Option<&Gate> {
-        gate_of::<C>(&self.gates, client)
+    fn gate(&self, client: ClientHandle) -> Option<&dyn GateControl> {
+        self.gates.get(gate_index::<C>(client)?).map(|g| &**g)
     }
 
     /// Shut `client`'s gate; what it carried waits to be reported with the answer to the
     /// machine's close.
     fn close_gate(&mut self, client: ClientHandle) {
-        let n = self.gate(client).map_or(0, Gate::close);
+        let n = self.gate(client).map_or(0, |g| g.close());
         if n == 0 {
             return;
         }
@@ -923,12 +926,9 @@ impl<O: Os, const D: usize, const C: usize, const P: usize, const Q: usize> Owne
     }
 }
 
-/// `client`'s gate in a device-major table of `C` slots a device.
+/// `client`'s place in a device-major table of `C` slots a device.
 #[inline]
-pub(crate) fn gate_of<const C: usize>(gates: &[Gate], client: ClientHandle) -> Option<&Gate> {
+pub(crate) fn gate_index<const C: usize>(client: ClientHandle) -> Option<usize> {
     let slot = usize::from(client.slot);
-    if slot >= C {
-        return None;
-    }
-    gates.get(usize::from(client.device.0) * C + slot)
+    (slot < C).then(|| usize::from(client.device.0) * C + slot)
 }

@@ -12,4 +12,9 @@ pub enum Fault {
     /// `remove`'s), `DeviceRemoved` and `UnloadMayFinish` may be carried out while the
     /// teardown the machine ordered before them still runs on the device's lane.
     CompletionOvertakesTeardown,
+    /// The fast path's begin checks the gate and counts the operation in two steps (a
+    /// load, then a store), so a begin admitted after the close read the count is missed
+    /// by it and the store reopens the gate behind the machine's back. Planted in the
+    /// runtime's gates ([`crate::Runtime::plant_in_gates`]).
+    BeginAfterClose,
 }

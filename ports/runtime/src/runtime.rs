@@ -7,8 +7,8 @@ use alloc::vec::Vec;
 
 use pnp_lifecycle::{AccessAnswer, ClientHandle, Config, Epoch, Error, Input, Reply, Tick};
 
-use crate::fast::{End, Gate, Ticket};
-use crate::owner::{gate_of, ContextId, Done, Os, Owner, Work};
+use crate::fast::{key_of_client, AtomicWord, End, Gate, GateControl, Ticket};
+use crate::owner::{gate_index, ContextId, Done, Os, Owner, Work};
 
 /// A source of the current time, in the unit of the machine's [`Config`]. Never goes
 /// backwards.
@@ -33,6 +33,8 @@ pub trait Monitor<T>: Send + Sync {
 pub trait Kernel: Send + Sync + 'static {
     /// The lock-with-condition type.
     type Monitor<T: Send + 'static>: Monitor<T>;
+    /// The atomic word of the fast path's gates (`core`'s; shuttle's under shuttle).
+    type Word: AtomicWord + 'static;
     /// A started thread.
     type Thread: Send + 'static;
     /// The running context's identity.
@@ -109,8 +111,68 @@ pub struct Runtime<O: Os, K: Kernel, const D: usize, const C: usize, const P: us
     os: O,
     clock: Arc<dyn Clock>,
     dispatch: Dispatch,
-    /// The owner's fast-path gates, read without the lock.
-    gates: Arc<[Gate]>,
+    /// The owner's fast-path gates (device-major), read without the lock.
+    gates: Vec<Arc<Gate<K::Word>>>,
+}
+
+/// A client's own fast-path gate, for the port to keep beside the client (obtained once,
+/// at registration or re-acquire: [`Runtime::client_gate`]), so that
+/// [`Runtime::operation_begin_on`] and [`Runtime::operation_end_on`] find the gate with
+/// no lookup, no lock and no clock read. Holding one grants nothing: the machine opens
+/// and closes the gate, for one client and epoch at a time, and every begin checks the
+/// epoch it is given against the open's.
+pub struct ClientGate<W: AtomicWord = core::sync::atomic::AtomicU64> {
+    gate: Arc<Gate<W>>,
+    client: ClientHandle,
+    /// The client generation's half of the gate's key.
+    key: u64,
+    /// `client`, as [`packed`] packs it.
+    packed: u32,
+}
+
+/// A client handle as one word, to compare in one instruction.
+#[inline(always)]
+fn packed(client: ClientHandle) -> u32 {
+    u32::from(client.generation)
+        | (u32::from(client.slot) << 16)
+        | (u32::from(client.device.0) << 24)
+}
+
+/// The client handle [`packed`] packed.
+fn unpacked(word: u32) -> ClientHandle {
+    let [generation_low, generation_high, slot, device] = word.to_le_bytes();
+    ClientHandle {
+        device: pnp_lifecycle::DeviceId(device),
+        slot,
+        generation: u16::from_le_bytes([generation_low, generation_high]),
+    }
+}
+
+impl<W: AtomicWord> Clone for ClientGate<W> {
+    fn clone(&self) -> Self {
+        ClientGate {
+            gate: Arc::clone(&self.gate),
+            client: self.client,
+            key: self.key,
+            packed: self.packed,
+        }
+    }
+}
+
+impl<W: AtomicWord> core::fmt::Debug for ClientGate<W> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("ClientGate")
+            .field("client", &self.client)
+            .field("gate", &self.gate)
+            .finish()
+    }
+}
+
+impl<W: AtomicWord> ClientGate<W> {
+    /// The client whose gate this is.
+    pub fn client(&self) -> ClientHandle {
+        self.client
+    }
 }
 
 /// A client's hardware operation in flight, begun by [`Runtime::operation_begin`]; hand it
@@ -118,15 +180,23 @@ pub struct Runtime<O: Os, K: Kernel, const D: usize, const C: usize, const P: us
 #[derive(Debug)]
 #[must_use = "an operation in flight must be ended (Runtime::operation_end)"]
 pub struct Operation {
-    client: ClientHandle,
+    /// The client, [`packed`].
+    client: u32,
     /// Granted on the fast path (its ticket), or by the machine.
     ticket: Option<Ticket>,
 }
 
 impl Operation {
+    fn new(client: ClientHandle, ticket: Option<Ticket>) -> Self {
+        Operation {
+            client: packed(client),
+            ticket,
+        }
+    }
+
     /// The client whose operation this is.
     pub fn client(&self) -> ClientHandle {
-        self.client
+        unpacked(self.client)
     }
 
     /// Whether it was granted on the fast path, without the lock.
@@ -164,8 +234,14 @@ impl<O: Os, K: Kernel, const D: usize, const C: usize, const P: usize, const Q: 
 {
     /// A runtime over `os` with no device.
     pub fn new(config: Config, os: O, clock: Arc<dyn Clock>, dispatch: Dispatch) -> Arc<Self> {
-        let owner = Owner::new(config);
-        let gates = owner.gates();
+        let mut owner = Owner::new(config);
+        let gates: Vec<Arc<Gate<K::Word>>> = (0..D * C).map(|_| Arc::new(Gate::new())).collect();
+        owner.use_gates(
+            gates
+                .iter()
+                .map(|g| Arc::clone(g) as Arc<dyn GateControl>)
+                .collect(),
+        );
         Arc::new(Runtime {
             gates,
             state: K::Monitor::new(owner),
@@ -194,12 +270,25 @@ impl<O: Os, K: Kernel, const D: usize, const C: usize, const P: usize, const Q: 
         result
     }
 
+    /// `client`'s own fast-path gate, for the port to keep (see [`ClientGate`]); `None`
+    /// for a client that names no slot of this runtime.
+    pub fn client_gate(&self, client: ClientHandle) -> Option<ClientGate<K::Word>> {
+        let gate = self.gates.get(gate_index::<C>(client)?)?;
+        Some(ClientGate {
+            gate: Arc::clone(gate),
+            client,
+            key: key_of_client(client.generation),
+            packed: packed(client),
+        })
+    }
+
     /// Begin a hardware operation of `client` through its interface of `epoch` (DESIGN r3,
     /// "Operations: the fast path"). While the machine keeps the client's gate open —
     /// the device running in D0 at the client's epoch, nothing to drain — this takes no
     /// lock and makes no system call: a load and a compare-exchange on the client's own
     /// cache line. Otherwise the machine decides under the lock, as
-    /// [`Owner::operation_begin`].
+    /// [`Owner::operation_begin`]. A port that keeps the client's [`ClientGate`] calls
+    /// [`Self::operation_begin_on`] instead, which skips the gate's lookup.
     ///
     /// # Errors
     ///
@@ -214,24 +303,75 @@ impl<O: Os, K: Kernel, const D: usize, const C: usize, const P: usize, const Q: 
         if let Some(operation) = self.operation_begin_fast(client, epoch) {
             return Ok(Begin::Granted(operation));
         }
-        match self.with(|o, now| o.operation_begin(now, client, epoch))? {
-            AccessAnswer::Granted => Ok(Begin::Granted(Operation {
-                client,
-                ticket: None,
-            })),
+        match self.operation_begin_slow(client, epoch)? {
+            AccessAnswer::Granted => Ok(Begin::Granted(Operation::new(client, None))),
             AccessAnswer::WaitForPowerUp => Ok(Begin::WaitForPowerUp),
         }
+    }
+
+    /// [`Self::operation_begin`] through the client's own gate: the fast path is a load,
+    /// a comparison with the open's key and a compare-exchange on the client's cache line.
+    /// The gate shut (or open for another epoch): the machine decides under the lock.
+    ///
+    /// # Errors
+    ///
+    /// The machine's refusal, by name, as [`Self::operation_begin`]; nothing changed.
+    #[inline]
+    pub fn operation_begin_on(
+        self: &Arc<Self>,
+        gate: &ClientGate<K::Word>,
+        epoch: Epoch,
+    ) -> Result<Begin, Error> {
+        match gate.gate.begin_keyed(gate.key | u64::from(epoch.0)) {
+            Some(ticket) => Ok(Begin::Granted(Operation {
+                client: gate.packed,
+                ticket: Some(ticket),
+            })),
+            None => match self.operation_begin_slow(gate.client, epoch)? {
+                AccessAnswer::Granted => Ok(Begin::Granted(Operation {
+                    client: gate.packed,
+                    ticket: None,
+                })),
+                AccessAnswer::WaitForPowerUp => Ok(Begin::WaitForPowerUp),
+            },
+        }
+    }
+
+    /// The fast path alone through the client's own gate: `Some` if it is open for
+    /// `epoch` (no lock, no system call, no lookup), `None` if the machine must decide
+    /// (a port that holds a lock of its own around the machine's decision, as the
+    /// Windows remove lock, asks it then).
+    #[inline]
+    pub fn operation_begin_fast_on(
+        &self,
+        gate: &ClientGate<K::Word>,
+        epoch: Epoch,
+    ) -> Option<Operation> {
+        let ticket = gate.gate.begin_keyed(gate.key | u64::from(epoch.0))?;
+        Some(Operation {
+            client: gate.packed,
+            ticket: Some(ticket),
+        })
+    }
+
+    /// The machine decides, under the lock.
+    #[cold]
+    #[inline(never)]
+    fn operation_begin_slow(
+        self: &Arc<Self>,
+        client: ClientHandle,
+        epoch: Epoch,
+    ) -> Result<AccessAnswer, Error> {
+        self.with(|o, now| o.operation_begin(now, client, epoch))
     }
 
     /// The fast path alone: `Some` if the client's gate is open for `epoch` (no lock, no
     /// system call), `None` if the machine must decide ([`Self::operation_begin`]).
     #[inline]
     pub fn operation_begin_fast(&self, client: ClientHandle, epoch: Epoch) -> Option<Operation> {
-        let ticket = gate_of::<C>(&self.gates, client)?.begin(client.generation, epoch)?;
-        Some(Operation {
-            client,
-            ticket: Some(ticket),
-        })
+        let gate = self.gates.get(gate_index::<C>(client)?)?;
+        let ticket = gate.begin(client.generation, epoch)?;
+        Some(Operation::new(client, Some(ticket)))
     }
 
     /// End an operation [`Self::operation_begin`] granted. On the fast path with the gate
@@ -244,13 +384,69 @@ impl<O: Os, K: Kernel, const D: usize, const C: usize, const P: usize, const Q: 
     /// operation is over either way.
     #[inline]
     pub fn operation_end(self: &Arc<Self>, operation: Operation) -> Result<(), Error> {
-        let client = operation.client;
-        if let (Some(ticket), Some(gate)) = (operation.ticket, gate_of::<C>(&self.gates, client)) {
-            if gate.end(ticket) == End::Fast {
+        let client = operation.client();
+        if let Some(ticket) = operation.ticket {
+            let gate = gate_index::<C>(client).and_then(|i| self.gates.get(i));
+            if gate.is_some_and(|g| g.end(ticket) == End::Fast) {
                 return Ok(());
             }
         }
+        self.operation_end_slow(client)
+    }
+
+    /// [`Self::operation_end`] through the client's own gate (no lookup). An operation of
+    /// another client is ended through its own gate, as [`Self::operation_end`] would.
+    ///
+    /// # Errors
+    ///
+    /// As [`Self::operation_end`]; the operation is over either way.
+    #[inline]
+    pub fn operation_end_on(
+        self: &Arc<Self>,
+        gate: &ClientGate<K::Word>,
+        operation: Operation,
+    ) -> Result<(), Error> {
+        match operation.ticket {
+            Some(ticket) if operation.client == gate.packed => {
+                if gate.gate.end(ticket) == End::Fast {
+                    return Ok(());
+                }
+                self.operation_end_slow(gate.client)
+            }
+            _ => self.operation_end(operation),
+        }
+    }
+
+    /// The fast path's end alone, through the client's own gate: `true` if the operation
+    /// ended there (no lock); `false` if the machine must hear `AccessDone`, because it
+    /// granted the operation or a close carried it since (the port then calls
+    /// [`Owner::operation_done`] under the lock, with its own checks around it).
+    #[inline]
+    pub fn operation_end_fast_on(&self, gate: &ClientGate<K::Word>, operation: Operation) -> bool {
+        match operation.ticket {
+            Some(ticket) if operation.client == gate.packed => gate.gate.end(ticket) == End::Fast,
+            Some(ticket) => {
+                let client = operation.client();
+                let gate = gate_index::<C>(client).and_then(|i| self.gates.get(i));
+                gate.is_some_and(|g| g.end(ticket) == End::Fast)
+            }
+            None => false,
+        }
+    }
+
+    /// Granted by the machine, or carried by a close: `AccessDone` under the lock.
+    #[cold]
+    #[inline(never)]
+    fn operation_end_slow(self: &Arc<Self>, client: ClientHandle) -> Result<(), Error> {
         self.with(|o, now| o.operation_done(now, client))
+    }
+
+    /// Plant a fault in every gate of this runtime (tests only: `--cfg pnp_faults`).
+    #[cfg(pnp_faults)]
+    pub fn plant_in_gates(&self, fault: crate::planted::Fault) {
+        for g in &self.gates {
+            g.plant_begin_after_close(fault == crate::planted::Fault::BeginAfterClose);
+        }
     }
 
     /// Read the owner under the lock (no input fed).

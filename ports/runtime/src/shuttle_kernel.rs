@@ -64,6 +64,7 @@ shuttle::thread_local! {
 
 impl Kernel for ShuttleKernel {
     type Monitor<T: Send + 'static> = ShuttleMonitor<T>;
+    type Word = ShuttleWord;
     type Thread = shuttle::thread::JoinHandle<()>;
 
     fn context() -> ContextId {
@@ -76,5 +77,61 @@ impl Kernel for ShuttleKernel {
 
     fn join(thread: Self::Thread) {
         let _ = thread.join();
+    }
+}
+
+/// The fast path's gate word under shuttle: every operation of the hot path (a begin's or
+/// an end's load and compare-exchange) is a scheduling point; the owner's (open, close,
+/// count, under the owner lock) are not, since a port may hold a lock of its own, not
+/// the scheduler's, around them (the Linux port's lock is `std`'s) and a scheduling point
+/// there would block the real thread. A close is then one atomic step between the hot
+/// path's steps, as on the target.
+#[derive(Debug)]
+pub struct ShuttleWord(AtomicU64);
+
+impl crate::fast::AtomicWord for ShuttleWord {
+    fn with_value(value: u64) -> Self {
+        ShuttleWord(AtomicU64::new(value))
+    }
+    fn load(&self, order: Ordering) -> u64 {
+        shuttle::thread::yield_now();
+        self.0.load(order)
+    }
+    fn store(&self, value: u64, order: Ordering) {
+        shuttle::thread::yield_now();
+        self.0.store(value, order)
+    }
+    fn compare_exchange_weak(
+        &self,
+        current: u64,
+        new: u64,
+        success: Ordering,
+        failure: Ordering,
+    ) -> Result<u64, u64> {
+        shuttle::thread::yield_now();
+        self.0.compare_exchange(current, new, success, failure)
+    }
+    fn compare_exchange(
+        &self,
+        current: u64,
+        new: u64,
+        success: Ordering,
+        failure: Ordering,
+    ) -> Result<u64, u64> {
+        shuttle::thread::yield_now();
+        self.0.compare_exchange(current, new, success, failure)
+    }
+    fn fetch_and(&self, value: u64, order: Ordering) -> u64 {
+        shuttle::thread::yield_now();
+        self.0.fetch_and(value, order)
+    }
+    fn owner_load(&self, order: Ordering) -> u64 {
+        self.0.load(order)
+    }
+    fn owner_store(&self, value: u64, order: Ordering) {
+        self.0.store(value, order)
+    }
+    fn owner_fetch_and(&self, value: u64, order: Ordering) -> u64 {
+        self.0.fetch_and(value, order)
     }
 }

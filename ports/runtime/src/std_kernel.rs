@@ -60,6 +60,7 @@ std::thread_local! {
 
 impl Kernel for StdKernel {
     type Monitor<T: Send + 'static> = StdMonitor<T>;
+    type Word = core::sync::atomic::AtomicU64;
     type Thread = std::thread::JoinHandle<()>;
 
     fn context() -> ContextId {

@@ -79,3 +79,48 @@ fn control_without_a_fault_is_clean() {
         println!("control ({dispatch:?}): clean in {SCHEDULES} schedules");
     }
 }
+
+fn begin_after_close(rt: &Arc<Rt>) {
+    rt.plant_in_gates(Fault::BeginAfterClose);
+}
+
+/// Issue 21: a fast-path begin that checks the gate and counts in two steps is admitted
+/// after the close read the count. The fast path's races catch it: a drain's hardware
+/// command under an uncounted operation, or the owner's anomaly when the machine reopens
+/// a gate it believes empty.
+#[test]
+fn planted_begin_after_close_is_caught_by_the_fast_path_races() {
+    let _serial = serial();
+    println!(); // off the test harness's "test name ... " line
+    for against in [toy::Against::ResetCycle, toy::Against::PowerDown] {
+        let message = failure(move || toy::fast_race(Dispatch::Thread, against, begin_after_close))
+            .unwrap_or_else(|| panic!("planted BeginAfterClose vs {against:?}: NOT caught"));
+        let line = message.lines().next().unwrap_or_default();
+        assert!(
+            [
+                "uncounted",
+                "anomalies",
+                "every operation ended",
+                "fenced client"
+            ]
+            .iter()
+            .any(|m| line.contains(m)),
+            "caught, but not as expected: {line}"
+        );
+        println!(
+            "planted BeginAfterClose vs {against:?}: caught ({})",
+            line.chars().take(120).collect::<String>()
+        );
+    }
+}
+
+#[test]
+fn control_of_the_fast_path_races_without_a_fault_is_clean() {
+    let _serial = serial();
+    println!(); // off the test harness's "test name ... " line
+    for against in [toy::Against::ResetCycle, toy::Against::PowerDown] {
+        let found = failure(move || toy::fast_race(Dispatch::Thread, against, |_| {}));
+        assert_eq!(found, None, "{against:?}");
+        println!("control (fast path vs {against:?}): clean in {SCHEDULES} schedules");
+    }
+}

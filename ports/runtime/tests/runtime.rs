@@ -12,7 +12,7 @@ use pnp_lifecycle::{
     ClientHandle, ClientKind, Config, Event, HardwareCommand, Input, PhaseKind, Tick,
 };
 use pnp_lifecycle_runtime::{
-    ContextId, Dispatch, ManualClock, Runtime, UnloadError, WouldDeadlock,
+    Begin, ContextId, Dispatch, ManualClock, Runtime, UnloadError, WouldDeadlock,
 };
 use toy::{quiet, started, Cb, Plain, Rt, Seen, Toy, DEV};
 
@@ -395,4 +395,49 @@ fn unload_errors_say_what_happened_and_keep_the_machines_refusal_as_their_source
     assert_eq!(deadlock, UnloadError::WouldDeadlock);
     assert_eq!(deadlock.to_string(), WouldDeadlock.to_string());
     assert!(deadlock.source().is_none());
+}
+
+/// The port-held gate (issue 21): granted on the fast path while the machine keeps it
+/// open; a stale epoch falls to the machine, which refuses it by name and counts nothing;
+/// an operation ended through another client's gate is ended on its own client's.
+#[test]
+fn a_client_gate_grants_only_its_open_and_ends_an_operation_on_its_own_client() {
+    shuttle::check_random(
+        || {
+            let clock = Arc::new(ManualClock::new(Tick(0)));
+            let rt: Arc<Rt> =
+                Runtime::new(Config::DEFAULT, Toy::default(), clock, Dispatch::Inline);
+            toy::started(&rt);
+            let reg = || {
+                rt.with(|o, now| o.register(now, DEV, ClientKind::Trusted, quiet()))
+                    .unwrap()
+            };
+            let ((a, epoch), (b, _)) = (reg(), reg());
+            let (ga, gb) = (rt.client_gate(a).unwrap(), rt.client_gate(b).unwrap());
+            assert_eq!(ga.client(), a);
+            let Ok(Begin::Granted(op)) = rt.operation_begin_on(&ga, epoch) else {
+                panic!("not granted")
+            };
+            assert!(op.on_fast_path());
+            assert_eq!(op.client(), a);
+            assert_eq!(rt.inspect(|o| o.operations_in_flight(a)), 1);
+            // Ended through b's gate: a's count drops, b's is untouched.
+            rt.operation_end_on(&gb, op).unwrap();
+            assert_eq!(rt.inspect(|o| o.operations_in_flight(a)), 0);
+            assert_eq!(rt.inspect(|o| o.operations_in_flight(b)), 0);
+            let stale = pnp_lifecycle::Epoch(epoch.0 + 1);
+            assert!(rt.operation_begin_fast_on(&ga, stale).is_none());
+            assert_eq!(
+                rt.operation_begin_on(&ga, stale).unwrap_err(),
+                pnp_lifecycle::Error::StaleEpoch { current: epoch }
+            );
+            assert_eq!(
+                rt.inspect(|o| o.operations_in_flight(a)),
+                0,
+                "nothing counted"
+            );
+            assert_eq!(rt.inspect(|o| o.anomalies()), 0);
+        },
+        1,
+    );
 }

@@ -8,7 +8,7 @@ use pnp_lifecycle::{
     PhaseKind, PhysPort, PortCaps, Reply, ResetAnswer, Tick, Unregistered,
 };
 use pnp_lifecycle_runtime::{
-    Clock, Dispatch, Kernel, Monitor, MonotonicClock, StdKernel, UnloadError,
+    ClientGate, Clock, Dispatch, Kernel, Monitor, MonotonicClock, StdKernel, UnloadError,
 };
 
 use crate::os::{feed_irp, Callback, Hal, Irp, PnpDeviceState, PnpMinor, WindowsOs};
@@ -283,10 +283,14 @@ impl<K: Kernel, O: WindowsVocabulary<K>> Driver<K, O> {
             self.release(device);
             registered.map_err(NtStatus::from)
         })?;
+        // The client's own fast-path gate, kept with its interface: `hardware_op` finds it
+        // without a lookup. `None` only for a handle naming no slot (never, once registered).
+        let gate = self.runtime.client_gate(handle);
         Ok(MlxInterface {
             driver: self.clone(),
             handle,
             epoch,
+            gate,
         })
     }
 
@@ -351,6 +355,8 @@ pub struct MlxInterface<K: Kernel = StdKernel, O: WindowsVocabulary<K> = Windows
     driver: Driver<K, O>,
     handle: ClientHandle,
     epoch: Epoch,
+    /// The client's fast-path gate (see [`ClientGate`]).
+    gate: Option<ClientGate<K::Word>>,
 }
 
 impl<K: Kernel, O: WindowsVocabulary<K>> std::fmt::Debug for MlxInterface<K, O> {
@@ -368,6 +374,7 @@ impl<K: Kernel, O: WindowsVocabulary<K>> Clone for MlxInterface<K, O> {
             driver: self.driver.clone(),
             handle: self.handle,
             epoch: self.epoch,
+            gate: self.gate.clone(),
         }
     }
 }
@@ -449,11 +456,13 @@ impl<K: Kernel, O: WindowsVocabulary<K>> MlxInterface<K, O> {
         // the same owner-lock section that marks the remove lock removed and feeds the
         // remove, and what it carried the core drains before any teardown: the remove
         // lock would add nothing here.
-        if let Some(operation) = driver.runtime.operation_begin_fast(self.handle, self.epoch) {
-            driver.hal.client_op(device, self.handle);
-            // Refused only for a client the core no longer counts (fenced): nothing to undo.
-            let _ = driver.runtime.operation_end(operation);
-            return Ok(());
+        if let Some(gate) = &self.gate {
+            if let Some(operation) = driver.runtime.operation_begin_fast_on(gate, self.epoch) {
+                driver.hal.client_op(device, self.handle);
+                // Refused only for a client the core no longer counts (fenced): nothing to undo.
+                let _ = driver.runtime.operation_end_on(gate, operation);
+                return Ok(());
+            }
         }
         let mut deadline = None;
         loop {

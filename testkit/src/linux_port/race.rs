@@ -35,6 +35,7 @@ pub struct CoopKernel;
 impl Kernel for CoopKernel {
     type Monitor<T: Send + 'static> = StdMonitor<T>;
     type Thread = ();
+    type Word = std::sync::atomic::AtomicU64;
     fn context() -> ContextId {
         ContextId(0)
     }

@@ -21,6 +21,7 @@ static NEXT: AtomicU64 = AtomicU64::new(1 << 40);
 impl Kernel for LyingKernel {
     type Monitor<T: Send + 'static> = <ShuttleKernel as Kernel>::Monitor<T>;
     type Thread = <ShuttleKernel as Kernel>::Thread;
+    type Word = <ShuttleKernel as Kernel>::Word;
 
     fn context() -> ContextId {
         ContextId(NEXT.fetch_add(1, Ordering::Relaxed))

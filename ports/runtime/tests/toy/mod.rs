@@ -28,6 +28,10 @@ pub enum Seen {
     HardwareDone(HardwareCommand),
     Completed(u32, Completion),
     Fenced(ClientHandle, bool),
+    /// A client's hardware operation was granted (logged after the grant).
+    OpBegin(ClientHandle),
+    /// It is about to end (logged before the end).
+    OpEnd(ClientHandle),
     DeviceRemoved,
     UnloadMayFinish,
 }
@@ -195,4 +199,193 @@ pub fn remove_behind_a_slow_teardown(dispatch: Dispatch, setup: fn(&Arc<Rt>)) {
     }
     rt.unload().unwrap();
     done_after_teardown(&rt.os().log(), 3);
+}
+
+// ---- the fast path's races (issue 21) -----------------------------------------------
+
+/// A client that does what it is told: acks `RESET`, re-acquires after `RESET_END` and a
+/// lost-state power-up, leaves when removed.
+pub fn cooperative() -> Cb {
+    Arc::new(|client, event| match event {
+        Event::Reset => Some(Input::ResetExecute { client }),
+        Event::ResetEnd { .. }
+        | Event::Resumed {
+            state_lost: true, ..
+        } => Some(Input::AcquireInterface { client }),
+        Event::Removed { .. } => Some(Input::Unregister { client }),
+        _ => None,
+    })
+}
+
+/// A user-space context that never answers `RESET` (it is revoked at its deadline).
+pub fn unresponsive() -> Cb {
+    Arc::new(|client, event| match event {
+        Event::Removed { .. } => Some(Input::Unregister { client }),
+        _ => None,
+    })
+}
+
+/// Operations granted on the fast path and carried by a close while they ran (a landmark:
+/// the races reach it).
+pub static CARRIED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// `n` hardware operations of `client` through its own gate at `epoch`, as a port's hot
+/// path does them: each granted one is logged ([`Seen::OpBegin`] after the grant,
+/// [`Seen::OpEnd`] before the end), with a turn of the scheduler inside. Refusals are
+/// what the races are about: nothing to do.
+pub fn operations(rt: &Arc<Rt>, client: ClientHandle, epoch: pnp_lifecycle::Epoch, n: usize) {
+    let Some(gate) = rt.client_gate(client) else {
+        panic!("no gate for {client:?}")
+    };
+    for _ in 0..n {
+        if let Ok(pnp_lifecycle_runtime::Begin::Granted(op)) = rt.operation_begin_on(&gate, epoch) {
+            let fast = op.on_fast_path();
+            rt.os().push(Seen::OpBegin(client));
+            shuttle::thread::yield_now();
+            shuttle::thread::yield_now();
+            rt.os().push(Seen::OpEnd(client));
+            // `operation_end_on`, in its two halves, to see which ended how.
+            if !rt.operation_end_fast_on(&gate, op) {
+                if fast {
+                    CARRIED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+                let _ = rt.with(|o, now| o.operation_done(now, client));
+            }
+        }
+        shuttle::thread::yield_now();
+    }
+}
+
+/// I12/I14 on the fast path: no hardware command that needs the operations drained
+/// (reset, shutdown, release, power-down) while an operation is in flight that the machine
+/// did not count (one of a client whose fence overran its grace is let go, by design); no
+/// operation begun after its client was fenced. Panics with the log if not.
+pub fn no_hardware_under_an_operation(log: &[Seen]) {
+    use HardwareCommand::*;
+    let mut in_flight: Vec<(ClientHandle, i32)> = Vec::new();
+    let mut overran: Vec<ClientHandle> = Vec::new();
+    let mut fenced: Vec<ClientHandle> = Vec::new();
+    for (i, seen) in log.iter().enumerate() {
+        match seen {
+            Seen::OpBegin(c) => {
+                assert!(
+                    !fenced.contains(c),
+                    "an operation of fenced client {c:?} begun at #{i}: {log:?}"
+                );
+                match in_flight.iter_mut().find(|(k, _)| k == c) {
+                    Some((_, n)) => *n += 1,
+                    None => in_flight.push((*c, 1)),
+                }
+            }
+            Seen::OpEnd(c) => {
+                if let Some((_, n)) = in_flight.iter_mut().find(|(k, _)| k == c) {
+                    *n -= 1;
+                }
+            }
+            // Only a fence that waited for the operations is sure to come after every
+            // earlier grant's log line (it waits for their ends).
+            Seen::Fenced(c, over) => {
+                if *over {
+                    overran.push(*c);
+                } else {
+                    fenced.push(*c);
+                }
+            }
+            Seen::Hardware(command @ (Reset | Shutdown | ReleaseResources | PowerDown)) => {
+                for (c, n) in &in_flight {
+                    assert!(
+                        *n == 0 || overran.contains(c),
+                        "hardware {command:?} at #{i} while {n} operation(s) of {c:?} were in flight uncounted: {log:?}"
+                    );
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// What races the fast path's operations in [`fast_race`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Against {
+    /// A reset cycle: the machine closes every gate before the reset, reopens after.
+    ResetCycle,
+    /// An unresponsive context revoked at its deadline (fenced) in a reset cycle.
+    Revocation,
+    /// Surprise removal.
+    SurpriseRemoval,
+    /// A system-sleep power-down.
+    PowerDown,
+    /// Driver unload.
+    Unload,
+}
+
+/// A started device with three clients: 0 and 1 run fast-path operations on threads of
+/// their own while the main thread drives `against`; client 2 is the reset's requester
+/// (for [`Against::Revocation`], client 1 is an unresponsive context). `setup` runs on the
+/// fresh runtime (a planted fault). Checks [`no_hardware_under_an_operation`], that every
+/// operation ended (the machine counts none at the end) and no anomaly.
+pub fn fast_race(dispatch: Dispatch, against: Against, setup: fn(&Arc<Rt>)) {
+    let config = Config {
+        untrusted_ack_timeout: 10,
+        ..Config::DEFAULT
+    };
+    let clock = Arc::new(ManualClock::new(Tick(0)));
+    let rt: Arc<Rt> = Runtime::new(config, Toy::slow(1), clock.clone(), dispatch);
+    setup(&rt);
+    started(&rt);
+    let register = |kind, cb| rt.with(|o, now| o.register(now, DEV, kind, cb)).unwrap();
+    let (c0, e0) = register(ClientKind::Trusted, cooperative());
+    let (c1, e1) = match against {
+        Against::Revocation => register(ClientKind::Untrusted, unresponsive()),
+        _ => register(ClientKind::Trusted, cooperative()),
+    };
+    let (c2, _) = register(ClientKind::Trusted, cooperative());
+    let workers: Vec<_> = [(c0, e0), (c1, e1)]
+        .into_iter()
+        .map(|(client, epoch)| {
+            let rt = Arc::clone(&rt);
+            shuttle::thread::spawn(move || operations(&rt, client, epoch, 3))
+        })
+        .collect();
+    match against {
+        Against::ResetCycle | Against::Revocation => {
+            let _ = rt.feed(Input::ResetRequest { client: c2 });
+            if against == Against::Revocation {
+                // The context's deadline passes (once: no fence outruns its grace).
+                clock.set(Tick(10));
+                let _ = rt.timeout();
+            }
+            rt.wait_until(|o, _| {
+                let running = o.machine().phase(DEV) == Some(PhaseKind::Running);
+                (running && o.machine().epoch(DEV) != Some(e0)).then_some(())
+            })
+            .unwrap();
+        }
+        Against::SurpriseRemoval => {
+            let _ = rt.feed(Input::SurpriseRemoval { device: DEV });
+        }
+        Against::PowerDown => {
+            let kind = pnp_lifecycle::PowerDownKind::SystemSleep;
+            let _ = rt.with(|o, now| {
+                o.submit(now, 7, |token| Input::PowerDown {
+                    device: DEV,
+                    kind,
+                    token,
+                })
+            });
+        }
+        // Unload removes the device under the operations (a second unload below succeeds).
+        Against::Unload => rt.unload().unwrap(),
+    }
+    for w in workers {
+        w.join().unwrap();
+    }
+    let log = rt.os().log();
+    let counted: u32 = rt.inspect(|o| [c0, c1].iter().map(|c| o.operations_in_flight(*c)).sum());
+    assert_eq!(counted, 0, "every operation ended: {log:?}");
+    assert_eq!(rt.inspect(|o| o.anomalies()), 0, "anomalies: {log:?}");
+    rt.unload().unwrap();
+    let log = rt.os().log();
+    no_hardware_under_an_operation(&log);
+    assert_eq!(rt.inspect(|o| o.anomalies()), 0, "anomalies: {log:?}");
 }
