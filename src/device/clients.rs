@@ -3,6 +3,7 @@
 //! fences, vetoes, bindings, hardware operations).
 
 use super::*;
+use crate::table::{disposition, Disposition};
 
 impl<const C: usize, const P: usize> Device<C, P> {
     // ---- notifications -------------------------------------------------------------
@@ -279,6 +280,72 @@ impl<const C: usize, const P: usize> Device<C, P> {
         }
         self.progress(cx);
         Ok(())
+    }
+
+    /// [`Input::CallbackDoneWith`]: the callback returned with the client's answer
+    /// (DESIGN.md "Cost"): the return and the answer as two inputs would do them, refused
+    /// whole. Everything either half could refuse is checked first (I10): the answer's own
+    /// table cell, a live client, a callback in flight, and the answer's own conditions; a
+    /// `RESET` answer also needs the `RESET` delivered before this return.
+    #[inline(always)]
+    pub(super) fn callback_done_with<const Q: usize>(
+        &mut self,
+        cx: &mut Ctx<'_, Q>,
+        client: ClientHandle,
+        answer: CallbackAnswer,
+    ) -> Result<Reply, Error> {
+        let phase = self.phase.kind();
+        // The answer's cells hold only Handle or Refuse (checked at compile time).
+        if disposition(phase, answer.kind()) != Disposition::Handle {
+            return Err(Error::InvalidState {
+                phase,
+                input: answer.kind(),
+            });
+        }
+        let index = self.registry.active(client)?;
+        let slot = self.registry.slot(index).ok_or(Error::UnknownClient)?;
+        if slot.callback.is_none() {
+            return Err(Error::NoCallbackInFlight);
+        }
+        match answer {
+            CallbackAnswer::ResetExecute | CallbackAnswer::CanRecover => {
+                if !slot.is_voting() {
+                    return Err(Error::NotVoting);
+                }
+                if slot.mailbox.holds_reset() {
+                    return Err(Error::ResetNotDelivered);
+                }
+            }
+            CallbackAnswer::CannotPause => {
+                if let ClientState::Active {
+                    cannot_pause: true, ..
+                } = slot.state
+                {
+                    return Err(Error::AlreadyCannotPause);
+                }
+            }
+            CallbackAnswer::AcquireInterface => {}
+        }
+        // Nothing below refuses: the return keeps the client live (and voting), so the
+        // answer meets what it met above.
+        self.callback_done(cx, client)?;
+        match answer {
+            CallbackAnswer::ResetExecute => self
+                .answer_reset(cx, client, true)
+                .map(|()| Reply::Accepted),
+            CallbackAnswer::CanRecover => self
+                .answer_reset(cx, client, false)
+                .map(|()| Reply::Accepted),
+            CallbackAnswer::CannotPause => self
+                .set_veto(client, ClientVeto::CannotPause, true)
+                .map(|()| Reply::Accepted),
+            CallbackAnswer::AcquireInterface => {
+                let epoch = self.acquire(client)?;
+                // I15: a gate opens only at the device's current epoch.
+                self.gate_follows_client(cx, index);
+                Ok(Reply::Interface(epoch))
+            }
+        }
     }
 
     /// [`Input::FenceDone`]: the owner fenced a revoked client: its callback and operations are

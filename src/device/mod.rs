@@ -189,6 +189,9 @@ impl<const C: usize, const P: usize> Device<C, P> {
             Input::Register { kind, .. } => self.register(cx, kind),
             Input::Unregister { client } => self.unregister(cx, client).map(Reply::Unregistered),
             Input::CallbackDone { client } => accepted(self.callback_done(cx, client)),
+            Input::CallbackDoneWith { client, answer } => {
+                self.callback_done_with(cx, client, answer)
+            }
             Input::FenceDone { client } => accepted(self.fence_done(cx, client)),
             Input::AccessDone { client } => accepted(self.access_done(cx, client)),
             Input::CanRecover { client } => accepted(self.answer_reset(cx, client, false)),
