@@ -182,6 +182,9 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Lifecycle<D
     /// * the input's own handler refuses it: each typed method lists those errors.
     pub fn handle(&mut self, now: Tick, input: Input) -> Result<Reply, Error> {
         let result = self.handle_inner(now, input);
+        // Only a logging build looks at the refusal again (the input kept alive for it
+        // costs a plain build a copy per input).
+        #[cfg(any(feature = "defmt", feature = "log"))]
         if let Err(error) = result {
             debug!("refused {}: {}", input.kind(), error);
         }
@@ -252,7 +255,9 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Lifecycle<D
         // reply again moved both through memory (a twentieth of a client input).
         let result = device.dispatch(&mut cx, input);
         if result.is_ok() {
-            device.open_gates_when_settled(&mut cx); // fast path: gates open once settled
+            if device.gates_to_open {
+                device.open_gates_when_settled(&mut cx); // fast path: gates open once settled
+            }
             self.now = now;
             self.finish_unload_if_done();
         }

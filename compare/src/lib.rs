@@ -79,7 +79,7 @@ struct Owner<const C: usize, const Q: usize, const POLL: bool = false, const WIT
 impl<const C: usize, const Q: usize, const POLL: bool, const WITH: bool> Owner<C, Q, POLL, WITH> {
     /// Feed one input, then drain every output (the owner contract). A refused input is a
     /// failure of the workload.
-    #[inline]
+    #[inline(always)]
     fn feed(&mut self, input: Input) {
         if let Err(e) = self.m.handle(NOW, input) {
             refused(e);
@@ -184,7 +184,7 @@ impl<const C: usize, const Q: usize, const POLL: bool, const WITH: bool> Owner<C
     }
 
     /// A client returns its callback and answers: one input with `WITH`, else two.
-    #[inline]
+    #[inline(always)]
     fn answer(&mut self, client: ClientHandle, answer: CallbackAnswer) {
         if WITH {
             self.feed(Input::CallbackDoneWith { client, answer });

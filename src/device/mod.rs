@@ -133,8 +133,10 @@ impl<const C: usize, const P: usize> Device<C, P> {
             self.earliest.invalidate();
         }
         // I15: leaving running closes every gate before any drain; entering it opens them
-        // at the input's end.
-        self.gate_follows_phase(cx, was);
+        // at the input's end (nothing to follow without the fast path).
+        if self.fast_path {
+            self.gate_follows_phase(cx, was);
+        }
     }
 
     /// The device failed for `cause`: say so to the owner (Windows reports
@@ -203,8 +205,10 @@ impl<const C: usize, const P: usize> Device<C, P> {
             }
             Input::AcquireInterface { client } => {
                 let epoch = self.acquire(client)?;
-                // I15: a gate opens only at the device's current epoch.
-                self.gate_follows_client(cx, usize::from(client.slot));
+                if self.fast_path {
+                    // I15: a gate opens only at the device's current epoch.
+                    self.gate_follows_client(cx, usize::from(client.slot));
+                }
                 Ok(Reply::Interface(epoch))
             }
             Input::FastPathClosed { client, in_flight } => {
