@@ -14,7 +14,11 @@ mod typed;
 /// path on, a gate's open or close takes the place of the `ClientGone`: a slot is freed
 /// only once its gate is shut, and gates open only at the end of an input that left the
 /// device running, so no input both opens and closes one), plus hardware commands,
-/// completions, cycle results and `DeviceRemoved`.
+/// completions, cycle results and `DeviceRemoved`. A callback's return with its answer
+/// ([`Input::CallbackDoneWith`]) stays within it: the return hands its client at most that
+/// client's own next event, and the answer's notifications then find the client's callback
+/// in flight (its events wait in its mailbox), so no client gets more than from either
+/// half alone (`tests/answer_with_return.rs` reaches two a client plus one).
 #[must_use]
 pub const fn outputs_per_device_input(clients: usize) -> usize {
     2 * clients + 8
