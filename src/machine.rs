@@ -203,12 +203,11 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Lifecycle<D
         if now < self.now {
             return Err(Error::TimeWentBackwards { last: self.now });
         }
-        let kind = input.kind();
-        let device_id = match input {
-            Input::Timeout => return self.on_timeout(now).map(|()| Reply::Accepted),
-            Input::Unload => return self.begin_unload(now).map(|()| Reply::Accepted),
-            _ => input.device().ok_or(Error::NoSuchDevice)?,
+        // Only the driver-wide inputs (`Timeout`, `Unload`) concern no device.
+        let Some(device_id) = input.device() else {
+            return self.driver_input(now, input);
         };
+        let kind = input.kind();
         let unloading = self.driver == DriverPhase::Unloading;
         let index = usize::from(device_id.0);
         let device = self.devices.get_mut(index).ok_or(Error::NoSuchDevice)?;
@@ -266,6 +265,17 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Lifecycle<D
             self.finish_unload_if_done();
         }
         result
+    }
+
+    /// `Timeout` or `Unload`: every device at once.
+    #[cold]
+    #[inline(never)]
+    fn driver_input(&mut self, now: Tick, input: Input) -> Result<Reply, Error> {
+        match input {
+            Input::Timeout => self.on_timeout(now).map(|()| Reply::Accepted),
+            Input::Unload => self.begin_unload(now).map(|()| Reply::Accepted),
+            _ => Err(Error::NoSuchDevice),
+        }
     }
 
     fn on_timeout(&mut self, now: Tick) -> Result<(), Error> {
