@@ -5,6 +5,7 @@
 #
 #   instructions per cycle: callgrind, (Ir(101 rounds) - Ir(1 round)) / 100, release build
 #   wall: the median of REPS interleaved runs (ns a cycle, timed inside the binary)
+#   pnpw: the same cycle, each answer given with its callback's return (one input, not two)
 #   plus: query stop + cancel stop, 64 slots with one client vs 1 slot, size_of figures,
 #   and the firmware figures (thumbv7em-none-eabihf, opt-level "s", 1 device, 4 clients,
 #   1 port): the core's .text and its RAM.
@@ -19,7 +20,7 @@ skip() { printf 'SKIPPED: %s\n' "$*"; }
 
 REPS="${REPS:-7}"
 CLIENTS=(1 4 16 64)
-IMPLS=(statig naive pnp pnp-pt)
+IMPLS=(statig naive pnp pnp-pt pnpw pnpw-pt)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
@@ -28,7 +29,7 @@ trap 'rm -rf "$tmp"' EXIT
 have_peers=1
 if [ ! -d ../shared/peers/statig-fsm ] || [ ! -d ../shared/peers/naive-std ]; then
   have_peers=0
-  IMPLS=(pnp pnp-pt)
+  IMPLS=(pnp pnp-pt pnpw pnpw-pt)
 fi
 
 cargo build -q --release -p pnp-compare
@@ -89,15 +90,21 @@ if [ $have_valgrind = 1 ]; then
   echo "instructions: callgrind, (Ir(101 rounds) - Ir(1 round)) / 100;" \
     "wall: median of $REPS interleaved runs, ns a cycle"
   echo
-  echo "pnp+poll: the owner also asks poll_timeout after every drain (the README's owner loop)"
+  echo "pnp+poll: the owner also asks poll_timeout after every drain (the README's owner loop);"
+  echo "pnpw: each client's answer given with its callback's return (Input::CallbackDoneWith:"
+  echo "RESET with ResetExecute, RESET_END with AcquireInterface), one input instead of two"
+  echo "(target: pnpw and pnpw+poll <= 0.7x statig at 16 and 64 clients)"
   echo
-  echo "| clients | statig | naive | pnp | pnp/statig | pnp+poll | pnp+poll/statig | wall statig | wall naive | wall pnp | wall pnp/statig | wall pnp+poll |"
-  echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+  echo "| clients | statig | naive | pnp | pnp/statig | pnp+poll | pnp+poll/statig | pnpw | pnpw/statig | pnpw+poll | pnpw+poll/statig | wall statig | wall naive | wall pnp | wall pnp/statig | wall pnp+poll | wall pnpw | wall pnpw/statig |"
+  echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
   for n in "${CLIENTS[@]}"; do
     echo "| $n | $(num "${INS[statig,$n]}") | $(num "${INS[naive,$n]}") | $(num "${INS[pnp,$n]}")" \
       "| $(ratio "${INS[pnp,$n]}" "${INS[statig,$n]}") | $(num "${INS[pnp-pt,$n]}")" \
-      "| $(ratio "${INS[pnp-pt,$n]}" "${INS[statig,$n]}") | ${WALL[statig,$n]} ns | ${WALL[naive,$n]} ns" \
-      "| ${WALL[pnp,$n]} ns | $(ratio "${WALL[pnp,$n]}" "${WALL[statig,$n]}") | ${WALL[pnp-pt,$n]} ns |"
+      "| $(ratio "${INS[pnp-pt,$n]}" "${INS[statig,$n]}") | $(num "${INS[pnpw,$n]}")" \
+      "| $(ratio "${INS[pnpw,$n]}" "${INS[statig,$n]}") | $(num "${INS[pnpw-pt,$n]}")" \
+      "| $(ratio "${INS[pnpw-pt,$n]}" "${INS[statig,$n]}") | ${WALL[statig,$n]} ns | ${WALL[naive,$n]} ns" \
+      "| ${WALL[pnp,$n]} ns | $(ratio "${WALL[pnp,$n]}" "${WALL[statig,$n]}") | ${WALL[pnp-pt,$n]} ns" \
+      "| ${WALL[pnpw,$n]} ns | $(ratio "${WALL[pnpw,$n]}" "${WALL[statig,$n]}") |"
   done
   echo
   echo "query stop + cancel stop (pnp, outputs drained): ${INS[qs]} instructions, ${WALL[qs]} ns (target <= 120 instructions)"
@@ -106,11 +113,11 @@ if [ $have_valgrind = 1 ]; then
 else
   echo "wall: median of $REPS interleaved runs, ns a cycle"
   echo
-  echo "| clients | wall statig | wall naive | wall pnp | wall pnp/statig | wall pnp+poll |"
-  echo "|---:|---:|---:|---:|---:|---:|"
+  echo "| clients | wall statig | wall naive | wall pnp | wall pnp/statig | wall pnp+poll | wall pnpw | wall pnpw+poll |"
+  echo "|---:|---:|---:|---:|---:|---:|---:|---:|"
   for n in "${CLIENTS[@]}"; do
     echo "| $n | ${WALL[statig,$n]} ns | ${WALL[naive,$n]} ns | ${WALL[pnp,$n]} ns" \
-      "| $(ratio "${WALL[pnp,$n]}" "${WALL[statig,$n]}") | ${WALL[pnp-pt,$n]} ns |"
+      "| $(ratio "${WALL[pnp,$n]}" "${WALL[statig,$n]}") | ${WALL[pnp-pt,$n]} ns | ${WALL[pnpw,$n]} ns | ${WALL[pnpw-pt,$n]} ns |"
   done
   echo
   echo "query stop + cancel stop (pnp): ${WALL[qs]} ns; 64 slots, 1 client: ${WALL[slots64]} ns vs 1 slot: ${WALL[pnp,1]} ns"
@@ -186,9 +193,9 @@ echo "slow path / remove lock: $(ratio "${BINS[runtime]}" "${BINS[atomic]}")x in
 # --- where pnp's instructions go (optional) ----------------------------------------------
 if [ "${COMPARE_PROFILE:-0}" = 1 ]; then
   if [ $have_valgrind = 1 ] && command -v callgrind_annotate >/dev/null 2>&1; then
-    valgrind --tool=callgrind --callgrind-out-file="$tmp/cg.out" "$BIN" pnp 16 1001 >/dev/null 2>&1
+    valgrind --tool=callgrind --callgrind-out-file="$tmp/cg.out" "$BIN" pnpw 16 1001 >/dev/null 2>&1
     echo
-    echo "pnp, 16 clients, 1001 rounds: callgrind_annotate, self cost by function (inlined code counts in its caller)"
+    echo "pnpw, 16 clients, 1001 rounds: callgrind_annotate, self cost by function (inlined code counts in its caller)"
     callgrind_annotate --auto=no "$tmp/cg.out" 2>/dev/null | sed -n '/file:function/,$p' | head -n 14
   else
     skip "profile: valgrind or callgrind_annotate missing"
@@ -240,7 +247,7 @@ text_base=$(section .text "$base")
 mem=$(symbols_matching 'compiler_builtins.*mem' "$img")
 core_text=$((text - text_base))
 echo "pnp core .text: $core_text bytes ($(awk -v b=$core_text 'BEGIN{printf "%.1f", b / 1024}') KiB;" \
-  "image $text - empty skeleton $text_base), of which compiler_builtins mem*: $mem (target <= 4 KiB)"
+  "image $text - empty skeleton $text_base), of which compiler_builtins mem*: $mem (target <= 8 KiB, issue 20)"
 if [ $have_peers = 1 ]; then
   peer=$(fw --features statig)
   text_peer=$(section .text "$peer")
@@ -251,6 +258,29 @@ else
   skip "statig-fsm's firmware row: ../shared/peers is not beside the repository"
   statig_ram="statig-fsm: skipped"
 fi
+# The core's .text by family: every function symbol of the image, demangled, summed by the
+# module it comes from (code the optimiser inlined counts in the function it went into:
+# the owner loop `work::run` holds the inlined entry and front end).
+echo "pnp core .text by family (function symbols; inlined code counts where it was inlined):"
+readelf -sW -C "$img" | awk '$4 == "FUNC" {
+    size = ($3 ~ /^0x/) ? 0 : $3 + 0
+    if ($3 ~ /^0x/) { hex = tolower(substr($3, 3)); size = 0
+      for (i = 1; i <= length(hex); i++) size = size * 16 + index("0123456789abcdef", substr(hex, i, 1)) - 1 }
+    name = $8; for (i = 9; i <= NF; i++) name = name " " $i
+    if (name ~ /work::run|pnp_lifecycle::machine|pnp_lifecycle::table|pnp_lifecycle::queue|pnp_lifecycle::types/) f = "entry and front end (owner loop, handle, table, queue)"
+    else if (name ~ /device::pnp::/) f = "PnP (add, start, stop, queries)"
+    else if (name ~ /device::reset::/) f = "reset (fatal errors, the cycle)"
+    else if (name ~ /device::removal::/) f = "removal"
+    else if (name ~ /device::power::/) f = "power"
+    else if (name ~ /device::clients::|pnp_lifecycle::registry|pnp_lifecycle::mailbox|device::links::/) f = "clients (registry, mailbox, events, links)"
+    else if (name ~ /device::fast::/) f = "fast path"
+    else if (name ~ /device::deadlines::/) f = "deadlines"
+    else if (name ~ /pnp_lifecycle::device/) f = "device (set_phase, fail, dispatch)"
+    else if (name ~ /compiler_builtins|__aeabi/) f = "compiler_builtins"
+    else if (name ~ /_start|panic|pnp_compare_firmware/) f = "skeleton"
+    else f = "other"
+    total[f] += size
+  } END { for (f in total) printf "  %6d  %s\n", total[f], f }' | sort -rn
 echo "pnp RAM: the machine $(symbol PNP_MACHINE "$img") bytes (.data $(section .data "$img"), .bss $(section .bss "$img"));" \
   "$statig_ram"
 echo "size_of on the target: Input $(symbol SIZE_OF_INPUT "$img"), Output $(symbol SIZE_OF_OUTPUT "$img")," \

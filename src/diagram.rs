@@ -55,6 +55,7 @@ pub const TRANSITIONS: &[Transition] = edges! {
         PowerDown => PoweringDown;
     Quiescing: ResetExecute => Executing,
         CanRecover => Running | Executing | PoweringDown,
+        CallbackDoneWith => Running | Executing | PoweringDown,
         Unregister => Executing,
         AccessDone => Executing,
         FenceDone => Executing,

@@ -67,6 +67,7 @@ impl Refusal {
         match self.input {
             Input::Unregister { client }
             | Input::CallbackDone { client }
+            | Input::CallbackDoneWith { client, .. }
             | Input::FenceDone { client }
             | Input::AccessDone { client }
             | Input::CanRecover { client }

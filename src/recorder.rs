@@ -294,6 +294,7 @@ fn client_of(input: &Input) -> Option<ClientHandle> {
     match *input {
         Input::Unregister { client }
         | Input::CallbackDone { client }
+        | Input::CallbackDoneWith { client, .. }
         | Input::AcquireInterface { client }
         | Input::ResetRequest { client }
         | Input::ResetExecute { client }

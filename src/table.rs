@@ -137,6 +137,8 @@ kinds! {
         PowerUpDone,
         /// [`crate::Input::FastPathClosed`]
         FastPathClosed,
+        /// [`crate::Input::CallbackDoneWith`]
+        CallbackDoneWith,
         /// [`crate::Input::Timeout`] (driver-wide: not in the table)
         Timeout,
         /// [`crate::Input::Unload`] (driver-wide: not in the table)
@@ -187,26 +189,28 @@ use Disposition::{Defer as D, Handle as H, Ignore as I, Refuse as R, Veto as V};
 /// close can be awaited in: running, or any state a running device leaves for, before the
 /// drain that waits for the answer; the handler refuses it by name unless that client's
 /// gate is closing. Added, starting, executing, stopped and the low-power states are
-/// reached only once every close was answered or fenced).
+/// reached only once every close was answered or fenced), CallbackDoneWith (handled where
+/// a callback's return is and at least one answer is; the answer then meets its own cell
+/// in the same row, refused as that input: `InvalidState { phase, input: <its kind> }`).
 #[rustfmt::skip]
 pub const TABLE: [Row; PhaseKind::COUNT] = [
-    //                                                Add Cfg Sta SDn QSt CSt Stp QRm CRm Rem Spr Fat RDn Lnk Reg Unr CbD Acq RRq REx Bnd Hld Rel Acc Fnc AcD CnR CnP CaP PDn PDD PUp PUD FPC
-    Row { phase: PhaseKind::Absent,          inputs: [H,  R,  R,  R,  R,  R,  R,  R,  R,  R,  R,  R,  R,  R,  R,  H,  R,  R,  R,  R,  R,  R,  R,  R,  R,  R,  R,  R,  R,  R,  R,  R,  R,  R] },
-    Row { phase: PhaseKind::Added,           inputs: [R,  H,  H,  R,  R,  I,  R,  H,  I,  H,  H,  H,  R,  H,  H,  H,  H,  R,  R,  R,  H,  H,  H,  R,  H,  H,  R,  H,  H,  I,  R,  R,  R,  R] },
-    Row { phase: PhaseKind::Starting,        inputs: [R,  R,  R,  H,  R,  I,  R,  R,  I,  R,  H,  H,  R,  H,  H,  H,  H,  R,  R,  R,  H,  H,  H,  R,  H,  H,  R,  H,  H,  R,  R,  R,  R,  R] },
-    Row { phase: PhaseKind::Running,         inputs: [R,  R,  R,  R,  H,  I,  R,  H,  I,  H,  H,  H,  R,  H,  H,  H,  H,  H,  H,  R,  H,  H,  H,  H,  H,  H,  R,  H,  H,  H,  R,  I,  R,  H] },
-    Row { phase: PhaseKind::Quiescing,       inputs: [R,  R,  R,  R,  V,  I,  R,  V,  I,  H,  H,  H,  R,  H,  H,  H,  H,  R,  H,  H,  H,  H,  H,  H,  H,  H,  H,  H,  H,  H,  R,  I,  R,  H] },
-    Row { phase: PhaseKind::Executing,       inputs: [R,  R,  R,  R,  V,  I,  R,  V,  I,  D,  H,  H,  H,  H,  H,  H,  H,  R,  H,  R,  H,  H,  H,  R,  H,  H,  R,  H,  H,  H,  R,  I,  R,  R] },
-    Row { phase: PhaseKind::StopPending,     inputs: [R,  R,  R,  R,  R,  H,  H,  R,  I,  H,  H,  H,  R,  H,  H,  H,  H,  R,  R,  R,  H,  H,  H,  R,  H,  H,  R,  H,  H,  H,  R,  H,  R,  H] },
-    Row { phase: PhaseKind::Stopping,        inputs: [R,  R,  R,  R,  R,  I,  R,  R,  I,  R,  H,  H,  R,  H,  H,  H,  H,  R,  R,  R,  H,  H,  H,  R,  H,  H,  R,  H,  H,  R,  R,  R,  R,  H] },
-    Row { phase: PhaseKind::Stopped,         inputs: [R,  R,  H,  R,  R,  I,  R,  H,  I,  H,  H,  H,  R,  H,  H,  H,  H,  R,  R,  R,  H,  H,  H,  R,  H,  H,  R,  H,  H,  I,  R,  I,  R,  R] },
-    Row { phase: PhaseKind::RemovePending,   inputs: [R,  R,  R,  R,  R,  I,  R,  R,  H,  H,  H,  H,  R,  H,  R,  H,  H,  R,  R,  R,  H,  R,  R,  R,  H,  H,  R,  R,  R,  H,  R,  H,  R,  H] },
-    Row { phase: PhaseKind::Failed,          inputs: [R,  R,  R,  R,  R,  I,  R,  H,  I,  H,  H,  H,  R,  H,  R,  H,  H,  R,  R,  R,  H,  R,  H,  R,  H,  H,  R,  R,  H,  R,  R,  R,  R,  H] },
-    Row { phase: PhaseKind::SurpriseRemoved, inputs: [R,  R,  R,  H,  R,  I,  R,  R,  I,  H,  I,  H,  H,  H,  R,  H,  H,  R,  R,  R,  R,  R,  R,  R,  H,  H,  R,  R,  R,  R,  H,  R,  H,  H] },
-    Row { phase: PhaseKind::Removing,        inputs: [R,  R,  R,  H,  R,  I,  R,  R,  I,  H,  H,  H,  H,  H,  R,  H,  H,  R,  R,  R,  R,  R,  R,  R,  H,  H,  R,  R,  R,  R,  H,  R,  H,  H] },
-    Row { phase: PhaseKind::PoweringDown,    inputs: [R,  R,  R,  R,  R,  H,  H,  R,  H,  H,  H,  H,  R,  H,  H,  H,  H,  H,  H,  R,  H,  H,  H,  H,  H,  H,  R,  H,  H,  R,  H,  R,  R,  H] },
-    Row { phase: PhaseKind::LowPower,        inputs: [R,  R,  R,  R,  H,  I,  R,  H,  I,  H,  H,  H,  R,  H,  H,  H,  H,  H,  H,  R,  H,  H,  H,  H,  H,  H,  R,  H,  H,  H,  R,  H,  R,  R] },
-    Row { phase: PhaseKind::PoweringUp,      inputs: [R,  R,  R,  R,  R,  H,  H,  R,  H,  H,  H,  H,  R,  H,  H,  H,  H,  H,  H,  R,  H,  H,  H,  H,  H,  H,  R,  H,  H,  R,  R,  H,  H,  R] },
+    //                                                Add Cfg Sta SDn QSt CSt Stp QRm CRm Rem Spr Fat RDn Lnk Reg Unr CbD Acq RRq REx Bnd Hld Rel Acc Fnc AcD CnR CnP CaP PDn PDD PUp PUD FPC CbW
+    Row { phase: PhaseKind::Absent,          inputs: [H,  R,  R,  R,  R,  R,  R,  R,  R,  R,  R,  R,  R,  R,  R,  H,  R,  R,  R,  R,  R,  R,  R,  R,  R,  R,  R,  R,  R,  R,  R,  R,  R,  R,  R] },
+    Row { phase: PhaseKind::Added,           inputs: [R,  H,  H,  R,  R,  I,  R,  H,  I,  H,  H,  H,  R,  H,  H,  H,  H,  R,  R,  R,  H,  H,  H,  R,  H,  H,  R,  H,  H,  I,  R,  R,  R,  R,  H] },
+    Row { phase: PhaseKind::Starting,        inputs: [R,  R,  R,  H,  R,  I,  R,  R,  I,  R,  H,  H,  R,  H,  H,  H,  H,  R,  R,  R,  H,  H,  H,  R,  H,  H,  R,  H,  H,  R,  R,  R,  R,  R,  H] },
+    Row { phase: PhaseKind::Running,         inputs: [R,  R,  R,  R,  H,  I,  R,  H,  I,  H,  H,  H,  R,  H,  H,  H,  H,  H,  H,  R,  H,  H,  H,  H,  H,  H,  R,  H,  H,  H,  R,  I,  R,  H,  H] },
+    Row { phase: PhaseKind::Quiescing,       inputs: [R,  R,  R,  R,  V,  I,  R,  V,  I,  H,  H,  H,  R,  H,  H,  H,  H,  R,  H,  H,  H,  H,  H,  H,  H,  H,  H,  H,  H,  H,  R,  I,  R,  H,  H] },
+    Row { phase: PhaseKind::Executing,       inputs: [R,  R,  R,  R,  V,  I,  R,  V,  I,  D,  H,  H,  H,  H,  H,  H,  H,  R,  H,  R,  H,  H,  H,  R,  H,  H,  R,  H,  H,  H,  R,  I,  R,  R,  H] },
+    Row { phase: PhaseKind::StopPending,     inputs: [R,  R,  R,  R,  R,  H,  H,  R,  I,  H,  H,  H,  R,  H,  H,  H,  H,  R,  R,  R,  H,  H,  H,  R,  H,  H,  R,  H,  H,  H,  R,  H,  R,  H,  H] },
+    Row { phase: PhaseKind::Stopping,        inputs: [R,  R,  R,  R,  R,  I,  R,  R,  I,  R,  H,  H,  R,  H,  H,  H,  H,  R,  R,  R,  H,  H,  H,  R,  H,  H,  R,  H,  H,  R,  R,  R,  R,  H,  H] },
+    Row { phase: PhaseKind::Stopped,         inputs: [R,  R,  H,  R,  R,  I,  R,  H,  I,  H,  H,  H,  R,  H,  H,  H,  H,  R,  R,  R,  H,  H,  H,  R,  H,  H,  R,  H,  H,  I,  R,  I,  R,  R,  H] },
+    Row { phase: PhaseKind::RemovePending,   inputs: [R,  R,  R,  R,  R,  I,  R,  R,  H,  H,  H,  H,  R,  H,  R,  H,  H,  R,  R,  R,  H,  R,  R,  R,  H,  H,  R,  R,  R,  H,  R,  H,  R,  H,  R] },
+    Row { phase: PhaseKind::Failed,          inputs: [R,  R,  R,  R,  R,  I,  R,  H,  I,  H,  H,  H,  R,  H,  R,  H,  H,  R,  R,  R,  H,  R,  H,  R,  H,  H,  R,  R,  H,  R,  R,  R,  R,  H,  R] },
+    Row { phase: PhaseKind::SurpriseRemoved, inputs: [R,  R,  R,  H,  R,  I,  R,  R,  I,  H,  I,  H,  H,  H,  R,  H,  H,  R,  R,  R,  R,  R,  R,  R,  H,  H,  R,  R,  R,  R,  H,  R,  H,  H,  R] },
+    Row { phase: PhaseKind::Removing,        inputs: [R,  R,  R,  H,  R,  I,  R,  R,  I,  H,  H,  H,  H,  H,  R,  H,  H,  R,  R,  R,  R,  R,  R,  R,  H,  H,  R,  R,  R,  R,  H,  R,  H,  H,  R] },
+    Row { phase: PhaseKind::PoweringDown,    inputs: [R,  R,  R,  R,  R,  H,  H,  R,  H,  H,  H,  H,  R,  H,  H,  H,  H,  H,  H,  R,  H,  H,  H,  H,  H,  H,  R,  H,  H,  R,  H,  R,  R,  H,  H] },
+    Row { phase: PhaseKind::LowPower,        inputs: [R,  R,  R,  R,  H,  I,  R,  H,  I,  H,  H,  H,  R,  H,  H,  H,  H,  H,  H,  R,  H,  H,  H,  H,  H,  H,  R,  H,  H,  H,  R,  H,  R,  R,  H] },
+    Row { phase: PhaseKind::PoweringUp,      inputs: [R,  R,  R,  R,  R,  H,  H,  R,  H,  H,  H,  H,  R,  H,  H,  H,  H,  H,  H,  R,  H,  H,  H,  H,  H,  H,  R,  H,  H,  R,  R,  H,  H,  R,  H] },
 ];
 
 // Evaluated at compile time: a bad row fails the build, never a running driver.
@@ -235,6 +239,7 @@ const _: () = {
         InputKind::ResetRequest,
         InputKind::FatalError,
         InputKind::Access,
+        InputKind::CallbackDoneWith,
     ];
     let mut i = 0;
     while i < TABLE.len() {
@@ -244,6 +249,31 @@ const _: () = {
             assert!(
                 !matches!(cell, Disposition::Ignore | Disposition::Defer),
                 "an input answered with a value must never be ignored or deferred"
+            );
+            k += 1;
+        }
+        i += 1;
+    }
+};
+
+// An answer given with a callback's return (`Input::CallbackDoneWith`) is handled or
+// refused, never ignored, deferred or vetoed: its cell decides alone.
+#[allow(clippy::indexing_slicing)]
+const _: () = {
+    let answers = [
+        InputKind::ResetExecute,
+        InputKind::CanRecover,
+        InputKind::CannotPause,
+        InputKind::AcquireInterface,
+    ];
+    let mut i = 0;
+    while i < TABLE.len() {
+        let mut k = 0;
+        while k < answers.len() {
+            let cell = TABLE[i].inputs[answers[k] as usize];
+            assert!(
+                matches!(cell, Disposition::Handle | Disposition::Refuse),
+                "an answer given with a callback's return is handled or refused"
             );
             k += 1;
         }

@@ -405,6 +405,17 @@ value_type! {
             /// The client the notification was addressed to.
             client: ClientHandle,
         },
+        /// The client's callback returned with its answer (DESIGN.md "Cost": one input, not
+        /// two): exactly [`Input::CallbackDone`] followed by the answer's own input, taken
+        /// whole or refused whole (I10). A `RESET` answer must travel with the return of
+        /// the `RESET` or of a later callback: one whose `RESET` still waits behind it is
+        /// refused with [`Error::ResetNotDelivered`].
+        CallbackDoneWith {
+            /// The client the notification was addressed to.
+            client: ClientHandle,
+            /// What the client answers with the return.
+            answer: CallbackAnswer,
+        },
         /// The owner finished the [`Output::Fence`] it was given for this client: nothing
         /// the client has in flight can reach the hardware or be called back any more.
         FenceDone {
@@ -569,6 +580,7 @@ impl Input {
             Input::Register { .. } => InputKind::Register,
             Input::Unregister { .. } => InputKind::Unregister,
             Input::CallbackDone { .. } => InputKind::CallbackDone,
+            Input::CallbackDoneWith { .. } => InputKind::CallbackDoneWith,
             Input::AcquireInterface { .. } => InputKind::AcquireInterface,
             Input::ResetRequest { .. } => InputKind::ResetRequest,
             Input::ResetExecute { .. } => InputKind::ResetExecute,
@@ -635,6 +647,7 @@ impl Input {
             | Input::PowerUpDone { device, .. } => Some(device),
             Input::Unregister { client }
             | Input::CallbackDone { client }
+            | Input::CallbackDoneWith { client, .. }
             | Input::FenceDone { client }
             | Input::FastPathClosed { client, .. }
             | Input::AccessDone { client }
@@ -649,6 +662,47 @@ impl Input {
             | Input::ReleaseHold { client }
             | Input::Access { client, .. } => Some(client.device),
             Input::Timeout | Input::Unload => None,
+        }
+    }
+}
+
+value_type! {
+    /// The answer a client gives with its callback's return ([`Input::CallbackDoneWith`]).
+    pub enum CallbackAnswer {
+        /// [`Input::ResetExecute`]: with the `RESET` callback's return.
+        ResetExecute,
+        /// [`Input::CanRecover`]: with the `RESET` callback's return.
+        CanRecover,
+        /// [`Input::CannotPause`].
+        CannotPause,
+        /// [`Input::AcquireInterface`]: with `RESET_END`'s (or a state-losing `Resumed`'s)
+        /// return; answered [`Reply::Interface`].
+        AcquireInterface,
+    }
+}
+
+impl CallbackAnswer {
+    /// The input the answer stands for.
+    #[inline]
+    #[must_use]
+    pub const fn input(self, client: ClientHandle) -> Input {
+        match self {
+            CallbackAnswer::ResetExecute => Input::ResetExecute { client },
+            CallbackAnswer::CanRecover => Input::CanRecover { client },
+            CallbackAnswer::CannotPause => Input::CannotPause { client },
+            CallbackAnswer::AcquireInterface => Input::AcquireInterface { client },
+        }
+    }
+
+    /// The kind of the input the answer stands for.
+    #[inline]
+    #[must_use]
+    pub const fn kind(self) -> InputKind {
+        match self {
+            CallbackAnswer::ResetExecute => InputKind::ResetExecute,
+            CallbackAnswer::CanRecover => InputKind::CanRecover,
+            CallbackAnswer::CannotPause => InputKind::CannotPause,
+            CallbackAnswer::AcquireInterface => InputKind::AcquireInterface,
         }
     }
 }

@@ -568,6 +568,18 @@ fn candidates(kind: InputKind, o: &O) -> Vec<Input> {
             .collect(),
         InputKind::Unregister => per_client(&|client| Input::Unregister { client }),
         InputKind::CallbackDone => per_client(&|client| Input::CallbackDone { client }),
+        InputKind::CallbackDoneWith => clients
+            .iter()
+            .flat_map(|c| {
+                [
+                    CallbackAnswer::ResetExecute,
+                    CallbackAnswer::CanRecover,
+                    CallbackAnswer::CannotPause,
+                    CallbackAnswer::AcquireInterface,
+                ]
+                .map(|answer| Input::CallbackDoneWith { client: *c, answer })
+            })
+            .collect(),
         InputKind::FenceDone => per_client(&|client| Input::FenceDone { client }),
         InputKind::FastPathClosed => clients
             .iter()

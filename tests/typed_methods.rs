@@ -559,6 +559,9 @@ fn typed(m: &mut Fuzz, now: Tick, input: Input) -> Result<Reply, Error> {
             .map(|(client, epoch)| Reply::Registered { client, epoch }),
         Input::Unregister { client } => m.unregister(now, client).map(Reply::Unregistered),
         Input::CallbackDone { client } => ok(m.callback_done(now, client)),
+        Input::CallbackDoneWith { client, answer } => m
+            .callback_done_with(now, client, answer)
+            .map(|epoch| epoch.map_or(Reply::Accepted, Reply::Interface)),
         Input::FenceDone { client } => ok(m.fence_done(now, client)),
         Input::FastPathClosed { client, in_flight } => {
             ok(m.fast_path_closed(now, client, in_flight))

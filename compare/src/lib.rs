@@ -13,8 +13,9 @@
 //! hardware resets = R, as the peers' mains do.
 
 use pnp_lifecycle::{
-    queue_capacity, ClientHandle, ClientKind, Config, DeviceId, Event, HardwareCommand, Input,
-    Lifecycle, Output, PhaseKind, Reply, RequestToken, ResetResult, StartResult, Tick,
+    queue_capacity, CallbackAnswer, ClientHandle, ClientKind, Config, DeviceId, Event,
+    HardwareCommand, Input, Lifecycle, Output, PhaseKind, Reply, RequestToken, ResetResult,
+    StartResult, Tick,
 };
 use std::hint::black_box;
 use std::time::Instant;
@@ -65,18 +66,20 @@ fn refused(e: pnp_lifecycle::Error) -> ! {
 
 /// The owner: the machine and what the owner has been told. With `POLL`, it also asks
 /// [`Lifecycle::poll_timeout`] after every drain, as the README's owner loop does (to arm
-/// its timer).
-struct Owner<const C: usize, const Q: usize, const POLL: bool = false> {
+/// its timer). With `WITH`, each client's answer travels with its callback's return
+/// ([`Input::CallbackDoneWith`]: `RESET` returns with `ResetExecute`, `RESET_END` with
+/// `AcquireInterface`), one input where the plain owner feeds two.
+struct Owner<const C: usize, const Q: usize, const POLL: bool = false, const WITH: bool = false> {
     m: Machine<C, Q>,
     counts: Counts,
     /// A `Hardware { Reset }` was commanded and not yet answered with `ResetDone`.
     reset_commanded: bool,
 }
 
-impl<const C: usize, const Q: usize, const POLL: bool> Owner<C, Q, POLL> {
+impl<const C: usize, const Q: usize, const POLL: bool, const WITH: bool> Owner<C, Q, POLL, WITH> {
     /// Feed one input, then drain every output (the owner contract). A refused input is a
     /// failure of the workload.
-    #[inline]
+    #[inline(always)]
     fn feed(&mut self, input: Input) {
         if let Err(e) = self.m.handle(NOW, input) {
             refused(e);
@@ -164,8 +167,7 @@ impl<const C: usize, const Q: usize, const POLL: bool> Owner<C, Q, POLL> {
     fn cycle(&mut self, clients: &[ClientHandle]) {
         self.feed(Input::ResetRequest { client: clients[0] });
         for &c in clients {
-            self.callback_done(c);
-            self.feed(Input::ResetExecute { client: c });
+            self.answer(c, CallbackAnswer::ResetExecute);
         }
         assert!(
             self.reset_commanded,
@@ -177,15 +179,29 @@ impl<const C: usize, const Q: usize, const POLL: bool> Owner<C, Q, POLL> {
             result: ResetResult::Succeeded,
         });
         for &c in clients {
-            self.callback_done(c);
-            self.feed(Input::AcquireInterface { client: c });
+            self.answer(c, CallbackAnswer::AcquireInterface);
+        }
+    }
+
+    /// A client returns its callback and answers: one input with `WITH`, else two.
+    #[inline(always)]
+    fn answer(&mut self, client: ClientHandle, answer: CallbackAnswer) {
+        if WITH {
+            self.feed(Input::CallbackDoneWith { client, answer });
+            self.counts.callbacks_returned += 1;
+        } else {
+            self.callback_done(client);
+            self.feed(answer.input(client));
         }
     }
 }
 
-fn pnp_cycles<const C: usize, const Q: usize, const POLL: bool>(n: usize, rounds: u64) -> Run {
+fn pnp_cycles<const C: usize, const Q: usize, const POLL: bool, const WITH: bool>(
+    n: usize,
+    rounds: u64,
+) -> Run {
     assert!(n >= 1 && n <= C, "pnp: {n} clients do not fit {C} slots");
-    let (mut o, clients) = Owner::<C, Q, POLL>::running(n);
+    let (mut o, clients) = Owner::<C, Q, POLL, WITH>::running(n);
     let t0 = Instant::now();
     for _ in 0..rounds {
         black_box(&mut o).cycle(&clients);
@@ -207,30 +223,41 @@ pub const PNP_CLIENTS: [usize; 7] = [1, 2, 4, 8, 16, 32, 64];
 
 /// `pnp N R`: `R` cycles of `N` clients on a machine with exactly `N` client slots.
 pub fn pnp(n: usize, rounds: u64) -> Run {
-    pnp_with::<false>(n, rounds)
+    pnp_with::<false, false>(n, rounds)
 }
 
 /// `pnp-pt N R`: as `pnp`, the owner also asking `poll_timeout` after every drain.
 pub fn pnp_poll(n: usize, rounds: u64) -> Run {
-    pnp_with::<true>(n, rounds)
+    pnp_with::<true, false>(n, rounds)
 }
 
-fn pnp_with<const POLL: bool>(n: usize, rounds: u64) -> Run {
+/// `pnpw N R`: as `pnp`, each answer given with its callback's return
+/// ([`Input::CallbackDoneWith`]).
+pub fn pnp_answer(n: usize, rounds: u64) -> Run {
+    pnp_with::<false, true>(n, rounds)
+}
+
+/// `pnpw-pt N R`: as `pnpw`, the owner also asking `poll_timeout` after every drain.
+pub fn pnp_answer_poll(n: usize, rounds: u64) -> Run {
+    pnp_with::<true, true>(n, rounds)
+}
+
+fn pnp_with<const POLL: bool, const WITH: bool>(n: usize, rounds: u64) -> Run {
     match n {
-        1 => pnp_cycles::<1, { queue_capacity(1, 1) }, POLL>(n, rounds),
-        2 => pnp_cycles::<2, { queue_capacity(1, 2) }, POLL>(n, rounds),
-        4 => pnp_cycles::<4, { queue_capacity(1, 4) }, POLL>(n, rounds),
-        8 => pnp_cycles::<8, { queue_capacity(1, 8) }, POLL>(n, rounds),
-        16 => pnp_cycles::<16, { queue_capacity(1, 16) }, POLL>(n, rounds),
-        32 => pnp_cycles::<32, { queue_capacity(1, 32) }, POLL>(n, rounds),
-        64 => pnp_cycles::<64, { queue_capacity(1, 64) }, POLL>(n, rounds),
+        1 => pnp_cycles::<1, { queue_capacity(1, 1) }, POLL, WITH>(n, rounds),
+        2 => pnp_cycles::<2, { queue_capacity(1, 2) }, POLL, WITH>(n, rounds),
+        4 => pnp_cycles::<4, { queue_capacity(1, 4) }, POLL, WITH>(n, rounds),
+        8 => pnp_cycles::<8, { queue_capacity(1, 8) }, POLL, WITH>(n, rounds),
+        16 => pnp_cycles::<16, { queue_capacity(1, 16) }, POLL, WITH>(n, rounds),
+        32 => pnp_cycles::<32, { queue_capacity(1, 32) }, POLL, WITH>(n, rounds),
+        64 => pnp_cycles::<64, { queue_capacity(1, 64) }, POLL, WITH>(n, rounds),
         _ => panic!("pnp: N must be one of {PNP_CLIENTS:?} (the slot count is a const generic)"),
     }
 }
 
 /// `slots64 N R`: the same cycle on a machine with 64 client slots, `N` of them used.
 pub fn pnp_slots64(n: usize, rounds: u64) -> Run {
-    pnp_cycles::<64, { queue_capacity(1, 64) }, false>(n, rounds)
+    pnp_cycles::<64, { queue_capacity(1, 64) }, false, false>(n, rounds)
 }
 
 /// `qs R`: `R` query stop + cancel stop pairs on a running device (8 slots, no client),
@@ -429,6 +456,8 @@ mod tests {
             let mut runs = vec![
                 ("pnp", pnp(n, 3)),
                 ("pnp-pt", pnp_poll(n, 3)),
+                ("pnpw", pnp_answer(n, 3)),
+                ("pnpw-pt", pnp_answer_poll(n, 3)),
                 ("slots64", pnp_slots64(n, 3)),
             ];
             #[cfg(peers)]

@@ -1,19 +1,22 @@
 //! `pnp-compare IMPL N ROUNDS`: N clients, ROUNDS reset cycles, one result line.
 //!
 //! IMPL is `pnp`, `statig` or `naive` (the same cycle, see the crate docs); `pnp-pt` (pnp,
-//! the owner asking `poll_timeout` after every drain); `slots64`
+//! the owner asking `poll_timeout` after every drain); `pnpw` and `pnpw-pt` (the same two,
+//! each client's answer given with its callback's return); `slots64`
 //! (pnp with 64 client slots, N of them registered); `qs` (pnp: ROUNDS query stop + cancel
 //! stop pairs; N is ignored); `sizes` (prints `size_of` lines and exits).
 //! `statig` and `naive` exist only where `shared/peers/` was beside the repository at build
 //! time (exit status 3 otherwise).
 //! For callgrind: (Ir(101 rounds) − Ir(1 round)) / 100 is the cost of one round.
 
-use pnp_compare::{check_cycle, pnp, pnp_poll, pnp_query_stop, pnp_slots64, sizes};
+use pnp_compare::{
+    check_cycle, pnp, pnp_answer, pnp_answer_poll, pnp_poll, pnp_query_stop, pnp_slots64, sizes,
+};
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let usage =
-        "usage: pnp-compare (pnp|pnp-pt|statig|naive|slots64|qs) N ROUNDS | pnp-compare sizes";
+        "usage: pnp-compare (pnp|pnp-pt|pnpw|pnpw-pt|statig|naive|slots64|qs) N ROUNDS | pnp-compare sizes";
     let imp = args.get(1).map(String::as_str).unwrap_or_else(|| {
         eprintln!("{usage}");
         std::process::exit(2)
@@ -37,6 +40,8 @@ fn main() {
     let run = match imp {
         "pnp" => pnp(n, rounds),
         "pnp-pt" => pnp_poll(n, rounds),
+        "pnpw" => pnp_answer(n, rounds),
+        "pnpw-pt" => pnp_answer_poll(n, rounds),
         #[cfg(peers)]
         "statig" => pnp_compare::statig(n, rounds),
         #[cfg(peers)]

@@ -727,7 +727,10 @@ impl Oracle {
                     fail!(I14, "access refused as {:?} in {:?}", e, phase);
                 }
             }
-            (Input::CallbackDone { client }, Error::NoCallbackInFlight) => {
+            (
+                Input::CallbackDone { client } | Input::CallbackDoneWith { client, .. },
+                Error::NoCallbackInFlight,
+            ) => {
                 if self.client(*client).is_some_and(|c| c.callback.is_some()) {
                     fail!(
                         Handles,
@@ -887,6 +890,26 @@ impl Oracle {
         reply: &Reply,
         after: &S,
     ) -> Result<(), Violation> {
+        // A callback's return with the client's answer (DESIGN "Cost"): the return's
+        // effects here, then the answer's as if it were fed alone (one input, not two).
+        let answered;
+        let input = match *input {
+            Input::CallbackDoneWith { client, answer } => {
+                match self.client_mut(client) {
+                    Some(c) if c.callback.is_some() && !c.gone && !c.fence_pending => {
+                        c.callback = None;
+                    }
+                    _ => fail!(
+                        Handles,
+                        "CallbackDoneWith accepted for {:?} with none out, or fenced",
+                        client
+                    ),
+                }
+                answered = answer.input(client);
+                &answered
+            }
+            _ => input,
+        };
         // Cycles and removals that began in this step, and deferred fatal errors.
         for i in 0..S::DEVICES {
             let d = DeviceId(i as u8);
@@ -1582,7 +1605,9 @@ impl Oracle {
                         });
                         let delivery = matches!(
                             input,
-                            Input::LinkChanged { .. } | Input::CallbackDone { .. }
+                            Input::LinkChanged { .. }
+                                | Input::CallbackDone { .. }
+                                | Input::CallbackDoneWith { .. }
                         );
                         if !bound || !delivery || after.link(client.device, port) != Some(state) {
                             fail!(
@@ -2495,6 +2520,7 @@ pub fn client_of(input: &Input) -> Option<ClientHandle> {
     match *input {
         Input::Unregister { client }
         | Input::CallbackDone { client }
+        | Input::CallbackDoneWith { client, .. }
         | Input::FenceDone { client }
         | Input::AcquireInterface { client }
         | Input::ResetRequest { client }

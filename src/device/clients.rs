@@ -3,12 +3,15 @@
 //! fences, vetoes, bindings, hardware operations).
 
 use super::*;
+use crate::table::{disposition, Disposition};
 
 impl<const C: usize, const P: usize> Device<C, P> {
     // ---- notifications -------------------------------------------------------------
 
     /// Call the client with `event` now if no callback of its is in flight, else keep the
-    /// event in its mailbox (bounded: see `crate::mailbox`).
+    /// event in its mailbox (bounded: see `crate::mailbox`). Inlined on a hosted target (a
+    /// call a client was a twentieth of a reset cycle); a bare-metal build keeps one copy.
+    #[cfg_attr(not(target_os = "none"), inline(always))]
     pub(super) fn notify<const Q: usize>(
         &mut self,
         cx: &mut Ctx<'_, Q>,
@@ -279,6 +282,122 @@ impl<const C: usize, const P: usize> Device<C, P> {
         }
         self.progress(cx);
         Ok(())
+    }
+
+    /// [`Input::CallbackDoneWith`]: the callback returned with the client's answer
+    /// (DESIGN.md "Cost"): the return and the answer as two inputs would do them, refused
+    /// whole. Everything either half could refuse is checked first (I10): the answer's own
+    /// table cell, a live client, a callback in flight, and the answer's own conditions; a
+    /// `RESET` answer also needs the `RESET` delivered before this return. One lookup of
+    /// the client serves both halves.
+    #[inline(always)]
+    pub(super) fn callback_done_with<const Q: usize>(
+        &mut self,
+        cx: &mut Ctx<'_, Q>,
+        client: ClientHandle,
+        answer: CallbackAnswer,
+    ) -> Result<Reply, Error> {
+        let phase = self.phase.kind();
+        // The answer's cells hold only Handle or Refuse (checked at compile time).
+        if disposition(phase, answer.kind()) != Disposition::Handle {
+            return Err(Error::InvalidState {
+                phase,
+                input: answer.kind(),
+            });
+        }
+        let index = self.registry.active(client)?;
+        let slot = self.registry.slot(index).ok_or(Error::UnknownClient)?;
+        if slot.callback.is_none() {
+            return Err(Error::NoCallbackInFlight);
+        }
+        let ClientState::Active {
+            role, cannot_pause, ..
+        } = slot.state
+        else {
+            return Err(Error::ClientDetaching);
+        };
+        match answer {
+            CallbackAnswer::ResetExecute | CallbackAnswer::CanRecover => {
+                if role != Role::Voting {
+                    return Err(Error::NotVoting);
+                }
+                if slot.mailbox.holds_reset() {
+                    return Err(Error::ResetNotDelivered);
+                }
+            }
+            CallbackAnswer::CannotPause if cannot_pause => {
+                return Err(Error::AlreadyCannotPause);
+            }
+            CallbackAnswer::CannotPause | CallbackAnswer::AcquireInterface => {}
+        }
+        // Nothing below refuses. A live client has no fence asked for, so its return is
+        // `callback_done`'s usual case; it stays live (and voting), so the answer meets
+        // what it met above.
+        self.return_callback(cx, index);
+        if !matches!(
+            answer,
+            CallbackAnswer::ResetExecute | CallbackAnswer::CanRecover
+        ) {
+            // A wait the return may end. A RESET answer's own check follows instead (its
+            // phase is quiescing, where a return alone ends no wait: this voter has not
+            // answered yet).
+            self.progress(cx);
+        }
+        match answer {
+            CallbackAnswer::ResetExecute => self.voter_answered(cx, index, true),
+            CallbackAnswer::CanRecover => self.voter_answered(cx, index, false),
+            CallbackAnswer::CannotPause => {
+                if let Some(ClientState::Active { cannot_pause, .. }) =
+                    self.registry.slot_mut(index).map(|s| &mut s.state)
+                {
+                    *cannot_pause = true;
+                }
+            }
+            CallbackAnswer::AcquireInterface => {
+                if let Some(ClientState::Active { fresh, .. }) =
+                    self.registry.slot_mut(index).map(|s| &mut s.state)
+                {
+                    *fresh = true;
+                }
+                if self.fast_path {
+                    // I15: a gate opens only at the device's current epoch.
+                    self.gate_follows_client(cx, index);
+                }
+                return Ok(Reply::Interface(self.epoch));
+            }
+        }
+        Ok(Reply::Accepted)
+    }
+
+    /// The callback in flight to the live client in slot `index` returned: its deadline
+    /// goes and its next waiting event (if any) is handed over.
+    #[inline(always)]
+    fn return_callback<const Q: usize>(&mut self, cx: &mut Ctx<'_, Q>, index: usize) {
+        if let Some(slot) = self.registry.slots.get_mut(index) {
+            self.earliest.remove(callback_deadline(cx.config, slot));
+            slot.callback = None;
+            if !slot.mailbox.is_empty() {
+                self.deliver_next(cx, index);
+            }
+        }
+    }
+
+    /// The voter in slot `index`, its `RESET` delivered, answered (as `answer_reset`).
+    #[inline(always)]
+    fn voter_answered<const Q: usize>(
+        &mut self,
+        cx: &mut Ctx<'_, Q>,
+        index: usize,
+        needs_reset: bool,
+    ) {
+        if let Some(slot) = self.registry.slots.get_mut(index) {
+            self.earliest.remove(voter_deadline(cx.config, slot));
+            if let ClientState::Active { role, .. } = &mut slot.state {
+                *role = Role::Acked;
+            }
+        }
+        self.voter_left(needs_reset);
+        self.execute_if_quiesced(cx);
     }
 
     /// [`Input::FenceDone`]: the owner fenced a revoked client: its callback and operations are

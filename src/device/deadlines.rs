@@ -104,7 +104,7 @@ impl Earliest {
     };
 
     /// A deadline was added.
-    #[inline]
+    #[inline(always)]
     pub(super) fn add(&mut self, at: Option<Tick>) {
         let Some(at) = at else { return };
         self.total = self.total.saturating_add(1);
@@ -146,7 +146,7 @@ impl Earliest {
     }
 
     /// A deadline went (it was met, or nobody waits on it any more).
-    #[inline]
+    #[inline(always)]
     pub(super) fn remove(&mut self, at: Option<Tick>) {
         if at.is_none() {
             return;

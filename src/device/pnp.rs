@@ -93,7 +93,9 @@ impl<const C: usize, const P: usize> Device<C, P> {
     }
 
     /// [`Input::QueryStop`]: accepted unless a client cannot pause (a veto naming why) or a
-    /// reset waits for a power-up.
+    /// reset waits for a power-up. Inlined into dispatch on a hosted target (see
+    /// `set_phase`).
+    #[cfg_attr(not(target_os = "none"), inline(always))]
     pub(super) fn query_stop<const Q: usize>(
         &mut self,
         cx: &mut Ctx<'_, Q>,
@@ -125,7 +127,8 @@ impl<const C: usize, const P: usize> Device<C, P> {
     }
 
     /// [`Input::CancelStop`]: back to where the query stop found the device; a fatal error held
-    /// meanwhile is served.
+    /// meanwhile is served. Inlined into dispatch on a hosted target.
+    #[cfg_attr(not(target_os = "none"), inline(always))]
     pub(super) fn cancel_stop<const Q: usize>(
         &mut self,
         cx: &mut Ctx<'_, Q>,

@@ -368,6 +368,39 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Lifecycle<D
         self.accept(now, Input::CallbackDone { client })
     }
 
+    /// A callback returned with the client's answer, one input instead of two
+    /// ([`Input::CallbackDoneWith`], DESIGN.md "Cost"): `RESET`'s return with
+    /// [`CallbackAnswer::ResetExecute`] or [`CallbackAnswer::CanRecover`], `RESET_END`'s
+    /// with [`CallbackAnswer::AcquireInterface`] (its epoch is the `Some` answered), any
+    /// callback's with [`CallbackAnswer::CannotPause`]. The same outputs as
+    /// [`callback_done`](Self::callback_done) then the answer's own method.
+    ///
+    /// # Errors
+    ///
+    /// Refused whole, nothing changed: [`Error::InvalidState`] naming the answer's input
+    /// where the table refuses that input, [`Error::UnknownClient`],
+    /// [`Error::ClientRevoked`] or [`Error::ClientDetaching`] for a client that may not
+    /// answer, [`Error::NoCallbackInFlight`], then the answer's own errors
+    /// ([`Error::NotVoting`], [`Error::ResetNotDelivered`] when this return is of a
+    /// callback the `RESET` waits behind, [`Error::AlreadyCannotPause`]); and the
+    /// refusals of every input ([`handle`](Self::handle)).
+    pub fn callback_done_with(
+        &mut self,
+        now: Tick,
+        client: ClientHandle,
+        answer: CallbackAnswer,
+    ) -> Result<Option<Epoch>, Error> {
+        self.value(
+            now,
+            Input::CallbackDoneWith { client, answer },
+            |r| match r {
+                Reply::Interface(e) => Some(Some(e)),
+                Reply::Accepted => Some(None),
+                _ => None,
+            },
+        )
+    }
+
     /// The owner closed a client's fast-path gate as an [`Output::FastPath`] `Close` asked,
     /// with `in_flight` operations still running on it ([`Input::FastPathClosed`]); they
     /// end through [`access_done`](Self::access_done).

@@ -25,8 +25,9 @@ use crate::oracle::{Check, Violation};
 use crate::sut::Sut;
 use crate::world::{drive_to_quiescence, past_all_deadlines, Quiesce, World};
 use pnp_lifecycle::{
-    Access, ClientHandle, ClientKind, DeviceId, Epoch, Input, LinkState, PhysPort, PortCaps,
-    PortSet, PowerDownKind, PowerUpResult, Protocol, RequestToken, ResetResult, StartResult, Tick,
+    Access, CallbackAnswer, ClientHandle, ClientKind, DeviceId, Epoch, Input, LinkState, PhysPort,
+    PortCaps, PortSet, PowerDownKind, PowerUpResult, Protocol, RequestToken, ResetResult,
+    StartResult, Tick,
 };
 use std::collections::HashSet;
 use std::hash::{DefaultHasher, Hash, Hasher};
@@ -490,6 +491,16 @@ pub fn alphabet<S: Sut>(world: &World<S>, wide: bool) -> Vec<(Tick, Input)> {
         v.push(Input::Unregister { client });
         if book.revoked || book.removed || book.cut {
             continue;
+        }
+        if book.callback.is_some() {
+            // The answer with the return (DESIGN "Cost"): a voter's ack, anyone else's
+            // reacquire.
+            let answer = if book.voter {
+                CallbackAnswer::ResetExecute
+            } else {
+                CallbackAnswer::AcquireInterface
+            };
+            v.push(Input::CallbackDoneWith { client, answer });
         }
         v.push(Input::AcquireInterface { client });
         v.push(Input::ResetRequest { client });

@@ -11,8 +11,8 @@ use crate::sut::Sut;
 use crate::world::{past_all_deadlines, World};
 use arbitrary::{Arbitrary, Result, Unstructured};
 use pnp_lifecycle::{
-    Access, ClientHandle, ClientKind, Config, DeviceId, Epoch, Input, LinkState, PhysPort,
-    PortCaps, PortSet, PowerDownKind, PowerUpResult, Protocol, RequestToken, ResetResult,
+    Access, CallbackAnswer, ClientHandle, ClientKind, Config, DeviceId, Epoch, Input, LinkState,
+    PhysPort, PortCaps, PortSet, PowerDownKind, PowerUpResult, Protocol, RequestToken, ResetResult,
     StartResult, Tick, TrustedTimeoutPolicy,
 };
 
@@ -323,8 +323,19 @@ impl Generator {
                 // Mostly a client with callbacks out.
                 let out = world.callbacks_out();
                 if !out.is_empty() && !u.ratio(1, 8)? {
-                    Input::CallbackDone {
-                        client: u.choose(&out)?.0,
+                    let client = u.choose(&out)?.0;
+                    if u.ratio(1, 4)? {
+                        // The answer with the return (DESIGN "Cost"): any of them, so
+                        // that the refused ones are tried too.
+                        let answer = *u.choose(&[
+                            CallbackAnswer::ResetExecute,
+                            CallbackAnswer::CanRecover,
+                            CallbackAnswer::CannotPause,
+                            CallbackAnswer::AcquireInterface,
+                        ])?;
+                        Input::CallbackDoneWith { client, answer }
+                    } else {
+                        Input::CallbackDone { client }
                     }
                 } else {
                     Input::CallbackDone {

@@ -24,11 +24,11 @@
 
 use pnp_lifecycle::table::{Disposition, TABLE};
 use pnp_lifecycle::{
-    Access, BindingCaps, ClientHandle, ClientKind, ClientState, ClientView, Config, CycleOutcome,
-    DeviceId, DriverPhase, Epoch, Error, Event, FailureCause, FastPathGate, FatalAnswer,
-    HardwareCommand, Input, InputKind, LinkState, Output, PhaseKind, PhysPort, PortCaps, PortSet,
-    PowerDownKind, PowerUpResult, Reply, RequestToken, ResetAnswer, ResetResult, Role, StartResult,
-    Status, Tick, TrustedTimeoutPolicy, Unregistered, VetoReason,
+    Access, BindingCaps, CallbackAnswer, ClientHandle, ClientKind, ClientState, ClientView, Config,
+    CycleOutcome, DeviceId, DriverPhase, Epoch, Error, Event, FailureCause, FastPathGate,
+    FatalAnswer, HardwareCommand, Input, InputKind, LinkState, Output, PhaseKind, PhysPort,
+    PortCaps, PortSet, PowerDownKind, PowerUpResult, Reply, RequestToken, ResetAnswer, ResetResult,
+    Role, StartResult, Status, Tick, TrustedTimeoutPolicy, Unregistered, VetoReason,
 };
 
 /// Hardware operations one client may have in flight (the core documents 16).
@@ -1310,6 +1310,33 @@ impl Dev {
                 }
                 self.progress(cx);
                 ok
+            }
+            Input::CallbackDoneWith { client, answer } => {
+                // DESIGN "Cost": the return and the client's answer as one input, taken
+                // whole or refused whole (the step runs on a copy: a refused answer undoes
+                // the return). The answer meets its own table cell, comes from a live
+                // client, and a RESET answer needs its RESET delivered before the return.
+                let phase = self.st.kind();
+                let kind = answer.kind();
+                if TABLE[phase as usize].inputs[kind as usize] != Disposition::Handle {
+                    return Err(Error::InvalidState { phase, input: kind });
+                }
+                let i = live_index(self, client)?;
+                if self.cls[i].cb.is_none() {
+                    return Err(Error::NoCallbackInFlight);
+                }
+                let reset_answer = matches!(
+                    answer,
+                    CallbackAnswer::ResetExecute | CallbackAnswer::CanRecover
+                );
+                if reset_answer
+                    && self.cls[i].role == Role::Voting
+                    && self.cls[i].mbox.ordered.contains(&Event::Reset)
+                {
+                    return Err(Error::ResetNotDelivered);
+                }
+                self.input(cx, Input::CallbackDone { client })?;
+                self.input(cx, answer.input(client))
             }
             Input::FastPathClosed { client, in_flight } => {
                 let i = current_index(self, client)?;

@@ -128,7 +128,11 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Owner<D, C,
                     );
                     let had = before.client(client).is_some_and(|v| v.callback_in_flight);
                     assert!(
-                        !had || input == Input::CallbackDone { client },
+                        !had || matches!(
+                            input,
+                            Input::CallbackDone { client: c }
+                                | Input::CallbackDoneWith { client: c, .. } if c == client
+                        ),
                         "{event:?} to {client:?} while its callback is in flight ({input:?})"
                     );
                     assert!(
