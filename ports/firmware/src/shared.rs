@@ -51,6 +51,10 @@ pub enum IsrOutcome {
 pub struct Shared<const D: usize, const C: usize, const P: usize, const Q: usize> {
     machine: Lifecycle<D, C, P, Q>,
     latched: [bool; D],
+    /// Thread mode is making room for an input ([`crate::Firmware::input`]): fatal errors
+    /// are latched, not fed or replayed, until it is in, so that a storm cannot keep
+    /// refilling the queue ahead of it.
+    held: bool,
 }
 
 impl<const D: usize, const C: usize, const P: usize, const Q: usize> Shared<D, C, P, Q> {
@@ -60,6 +64,7 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Shared<D, C
         Shared {
             machine: Lifecycle::new(config),
             latched: [false; D],
+            held: false,
         }
     }
 
@@ -112,8 +117,9 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Shared<D, C
         if usize::from(device.0) >= D {
             return IsrOutcome::NoSuchDevice;
         }
-        if self.is_latched(device) {
-            return IsrOutcome::Latched; // coalesces with the request already waiting
+        if self.is_latched(device) || self.held {
+            // Coalesces with the request already waiting, or waits behind thread mode's input.
+            return self.latch_fatal(device);
         }
         match self.feed(now, Input::FatalError { device }) {
             Ok(Reply::Fatal(answer)) => {
@@ -142,14 +148,24 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Shared<D, C
         }
     }
 
+    /// Hold fatal errors in the latch while thread mode makes room for an input (`true`),
+    /// or let them be fed again (`false`).
+    pub(crate) fn hold_fatal_errors(&mut self, hold: bool) {
+        self.held = hold;
+    }
+
     /// Whether thread mode has work here: a buffered output or a latched fatal error.
     pub fn has_work(&self) -> bool {
         self.machine.pending_output_count() > 0 || self.latched.contains(&true)
     }
 
     /// Feed a latched fatal error if the buffer has room now, clearing its latch. `None`:
-    /// nothing latched, or still no room (the latch stays).
+    /// nothing latched, still no room, or thread mode is making room for an input (the
+    /// latch stays).
     pub fn replay_latched(&mut self, now: Tick) -> Option<(DeviceId, Result<Reply, Error>)> {
+        if self.held {
+            return None;
+        }
         let index = self.latched.iter().position(|l| *l)?;
         let device = DeviceId(u8::try_from(index).ok()?);
         let result = match self.feed(now, Input::FatalError { device }) {

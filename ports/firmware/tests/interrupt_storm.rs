@@ -1,0 +1,271 @@
+//! Issue 22 item 9: can an interrupt storm starve thread mode's unload (or remove)?
+//!
+//! Unload needs the machine's whole output queue free (`DRIVER_INPUT_OUTPUTS` equals the
+//! queue with one device; so does a device input's worst case). A storm of
+//! catastrophic-error interrupts fires at the worst moment, every time: right after thread
+//! mode leaves the critical section with the queue empty, i.e. between its pump reaching
+//! idle and its (re-)submit of `Unload`. Each fatal error finds no cycle running and starts
+//! a new one, whose `RESET` broadcast refills the queue. The test counts the storm's fatal
+//! errors and thread mode's critical sections from the unload request to `UnloadMayFinish`
+//! and asserts a bound that does not grow with the storm.
+
+use core::cell::{Cell, RefCell};
+
+use pnp_lifecycle::*;
+use pnp_lifecycle_firmware::*;
+use pnp_lifecycle_testkit::firmware_port::board::{CellLock, ScriptedReset};
+
+const C: usize = 8;
+const Q: usize = queue_capacity(1, C);
+type State = Shared<1, C, 2, Q>;
+const DEV: DeviceId = DeviceId(0);
+/// Fatal errors the storm raises at most; long enough that a starved unload shows.
+const STORM: u32 = 500;
+/// Thread mode's critical sections from the unload request to `UnloadMayFinish`: one
+/// reset cycle's worth (two clients) plus the teardown, with room to spare, and far below
+/// what the storm's cycles take.
+const BOUND: u32 = 200;
+
+/// Which interrupt body the storm runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Isr {
+    /// `on_fatal_interrupt`: feeds inside the critical section, latches on a full queue.
+    Feed,
+    /// `latch_fatal_interrupt`: sets the flag, thread mode feeds it.
+    Latch,
+}
+
+/// The target's critical section, plus an interrupt that fires as thread mode leaves it
+/// whenever the queue is empty and nothing is latched (the moment a driver-level input
+/// would find room), until it has raised `STORM` fatal errors.
+struct StormLock {
+    inner: CellLock<State>,
+    isr: Cell<Option<Isr>>,
+    fired: Cell<u32>,
+    /// Thread mode's critical sections.
+    sections: Cell<u32>,
+    outcomes: RefCell<Vec<IsrOutcome>>,
+}
+
+impl StormLock {
+    fn new() -> Self {
+        StormLock {
+            inner: CellLock(RefCell::new(Shared::new(Config::DEFAULT))),
+            isr: Cell::new(None),
+            fired: Cell::new(0),
+            sections: Cell::new(0),
+            outcomes: RefCell::new(Vec::new()),
+        }
+    }
+
+    fn storm(&self) {
+        let Some(isr) = self.isr.get() else { return };
+        if self.fired.get() >= STORM {
+            return;
+        }
+        let idle = self
+            .inner
+            .lock(|s| s.pending_len() == 0 && !s.is_latched(DEV))
+            .unwrap();
+        if !idle {
+            return;
+        }
+        self.fired.set(self.fired.get() + 1);
+        let outcome = match isr {
+            Isr::Feed => on_fatal_interrupt(&self.inner, DEV, || Tick(0)),
+            Isr::Latch => latch_fatal_interrupt(&self.inner, DEV),
+        };
+        self.outcomes.borrow_mut().push(outcome);
+    }
+}
+
+impl Lock<State> for StormLock {
+    fn lock<R>(&self, f: impl FnOnce(&mut State) -> R) -> Result<R, Busy> {
+        let result = self.inner.lock(f)?;
+        self.sections.set(self.sections.get() + 1);
+        // Interrupts unmask: the storm's interrupt is taken here.
+        self.storm();
+        Ok(result)
+    }
+}
+
+/// Clients that answer from inside their callbacks: `RESET` with `reset_execute`, `RESET_END`
+/// by acquiring the new interface, `Removed` by detaching.
+#[derive(Default)]
+struct Clients {
+    unloaded: bool,
+    removed: bool,
+    cycles: u32,
+}
+
+impl Board for Clients {
+    fn now(&mut self) -> Tick {
+        Tick(0)
+    }
+
+    fn notify(&mut self, _client: ClientHandle, _event: Event) {}
+
+    fn deliver(&mut self, _client: ClientHandle, event: Event, answers: &mut Answers) {
+        match event {
+            Event::Reset => answers.reset_execute(),
+            Event::ResetEnd { .. } => answers.acquire_interface(),
+            Event::Removed { .. } | Event::Revoked => answers.unregister(),
+            _ => {}
+        }
+    }
+
+    fn observe(&mut self, output: &Output) {
+        match output {
+            Output::UnloadMayFinish => self.unloaded = true,
+            Output::DeviceRemoved { .. } => self.removed = true,
+            Output::ResetCycleFinished { .. } => self.cycles += 1,
+            _ => {}
+        }
+    }
+}
+
+type Fw<'a> = Firmware<'a, StormLock, ScriptedReset, Clients, 1, C, 2, Q>;
+
+fn boot(lock: &StormLock) -> Fw<'_> {
+    let mut fw = Firmware::new(lock, ScriptedReset::default(), Clients::default());
+    fw.input(Input::AddDevice { device: DEV }).unwrap();
+    fw.input(Input::Start {
+        device: DEV,
+        token: RequestToken(1),
+    })
+    .unwrap();
+    fw.pump().unwrap();
+    for _ in 0..2 {
+        fw.input(Input::Register {
+            device: DEV,
+            kind: ClientKind::Trusted,
+        })
+        .unwrap();
+    }
+    fw.pump().unwrap();
+    fw
+}
+
+/// What one storm did to a driver-level input.
+struct Run {
+    /// `input` calls until the machine took the input (1: at once).
+    attempts: u32,
+    /// Fatal errors the storm raised before the input was taken.
+    fired_before: u32,
+    /// Thread mode's critical sections from the request to its end.
+    sections: u32,
+    /// Fatal errors the interrupt had answered by the machine itself, and latched.
+    fed: u32,
+    latched: u32,
+    /// Reset cycles finished meanwhile.
+    reset_cycles: u32,
+}
+
+/// Boot, start the storm, then ask for `request` the way a driver does (retry while the
+/// queue lacks room) and run thread mode until `finished`.
+fn storm_against(isr: Isr, request: Input, finished: fn(&Clients) -> bool) -> Run {
+    let lock = StormLock::new();
+    let mut fw = boot(&lock);
+    lock.isr.set(Some(isr));
+    let start = lock.sections.get();
+    // The storm is under way: its first fatal error was fed as boot's last critical
+    // section ended, and its `RESET` broadcast waits in the queue.
+    let first = on_fatal_interrupt(&lock.inner, DEV, || Tick(0));
+    assert!(matches!(first, IsrOutcome::Fed(_)), "{first:?}");
+    lock.outcomes.borrow_mut().push(first);
+    lock.fired.set(1);
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        match fw.input(request) {
+            Ok(_) => break,
+            Err(PortError::Backlog { .. }) => {}
+            Err(error) => panic!("{request:?} refused: {error:?}"),
+        }
+        assert!(
+            attempts <= 10 * STORM,
+            "{request:?} never taken: the storm starved it"
+        );
+    }
+    let fired_before = lock.fired.get();
+    let mut sections = None;
+    loop {
+        if sections.is_none() && finished(fw.board()) {
+            sections = Some(lock.sections.get() - start);
+        }
+        if fw.step().unwrap() == Step::Idle {
+            break;
+        }
+    }
+    let sections = sections.unwrap_or_else(|| panic!("{request:?} did not finish"));
+    let outcomes = lock.outcomes.borrow();
+    // Every fatal error the storm raised was answered by the machine: fed, or latched and
+    // replayed (the storm never fires while one is latched, so none coalesced, and only a
+    // replay clears the latch).
+    let fed = outcomes
+        .iter()
+        .filter(|o| matches!(o, IsrOutcome::Fed(_) | IsrOutcome::Refused(_)))
+        .count() as u32;
+    let latched = outcomes
+        .iter()
+        .filter(|o| **o == IsrOutcome::Latched)
+        .count() as u32;
+    assert_eq!(fed + latched, lock.fired.get(), "{outcomes:?}");
+    assert!(
+        !lock.inner.lock(|s| s.is_latched(DEV)).unwrap(),
+        "a latched fatal error was never replayed"
+    );
+    Run {
+        attempts,
+        fired_before,
+        sections,
+        fed,
+        latched,
+        reset_cycles: fw.board().cycles,
+    }
+}
+
+fn unload(isr: Isr) -> Run {
+    storm_against(isr, Input::Unload, |c| c.unloaded)
+}
+
+fn remove(isr: Isr) -> Run {
+    let request = Input::Remove {
+        device: DEV,
+        token: RequestToken(9),
+    };
+    storm_against(isr, request, |c| c.removed)
+}
+
+fn assert_bounded(what: &str, run: &Run) {
+    let report = format!(
+        "{what}: taken after {} input call(s) and {} fatal errors, finished after {} \
+         critical sections; the interrupt had {} answered and latched {}; {} reset cycles",
+        run.attempts, run.fired_before, run.sections, run.fed, run.latched, run.reset_cycles
+    );
+    println!("{report}");
+    assert!(
+        run.fired_before <= 2 && run.sections <= BOUND,
+        "starved behind the storm: {report}"
+    );
+}
+
+#[test]
+fn feeding_interrupt_storm_does_not_starve_unload() {
+    assert_bounded("unload, feeding interrupt", &unload(Isr::Feed));
+}
+
+#[test]
+fn latching_interrupt_storm_does_not_starve_unload() {
+    assert_bounded("unload, latching interrupt", &unload(Isr::Latch));
+}
+
+#[test]
+fn feeding_interrupt_storm_does_not_starve_remove() {
+    assert_bounded("remove, feeding interrupt", &remove(Isr::Feed));
+}
+
+#[test]
+fn latching_interrupt_storm_does_not_starve_remove() {
+    assert_bounded("remove, latching interrupt", &remove(Isr::Latch));
+}
