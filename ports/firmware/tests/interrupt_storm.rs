@@ -214,12 +214,15 @@ fn storm_against(isr: Isr, request: Input, finished: fn(&Clients) -> bool) -> Ru
     }
     let fired_before = lock.fired.get();
     let mut sections = None;
+    let mut replays = Vec::new();
     loop {
         if sections.is_none() && finished(fw.board()) {
             sections = Some(lock.sections.get() - start);
         }
-        if step(&mut fw) == Step::Idle {
-            break;
+        match step(&mut fw) {
+            Step::Idle => break,
+            Step::ReplayedFatal(_, answer) => replays.push(answer),
+            _ => {}
         }
     }
     let sections = sections.unwrap_or_else(|| panic!("{request:?} did not finish"));
@@ -240,6 +243,22 @@ fn storm_against(isr: Isr, request: Input, finished: fn(&Clients) -> bool) -> Ru
         !lock.inner.lock(|s| s.is_latched(DEV)).unwrap(),
         "a latched fatal error was never replayed"
     );
+    // Held while `input` made room, so every replay came after the request was taken: the
+    // core answers each for hardware that is torn down (the replay waits for a free queue,
+    // so the teardown has run by then).
+    assert_eq!(replays.len() as u32, latched);
+    for answer in &replays {
+        assert!(
+            matches!(
+                answer,
+                Err(Error::Unloaded | Error::InvalidState { .. })
+                    | Ok(Reply::Fatal(
+                        FatalAnswer::FoldedIntoRemoval | FatalAnswer::HardwareNotLive(_)
+                    ))
+            ),
+            "{answer:?}"
+        );
+    }
     Run {
         attempts,
         fired_before,
