@@ -112,7 +112,8 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Shared<D, C
     }
 
     /// The feeding interrupt's body (inside the lock), at `now`: fed at once if the buffer
-    /// has room, latched otherwise. Never acts on an output.
+    /// has room, latched otherwise or while thread mode makes room for an input. Never acts
+    /// on an output.
     pub fn fatal_error_from_isr(&mut self, device: DeviceId, now: Tick) -> IsrOutcome {
         if usize::from(device.0) >= D {
             return IsrOutcome::NoSuchDevice;
@@ -187,7 +188,7 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Shared<D, C
 /// The feeding interrupt handler: raise [`Input::FatalError`] for `device` inside the lock,
 /// at the time `now()` reads (inside the critical section, so no other input slips in
 /// between with a later time), or latch it while thread mode's outputs fill the machine's
-/// queue. Its masked time grows with the clients (the machine queues the `RESET` broadcast
+/// queue or thread mode makes room for an input ([`crate::Firmware::input`]). Its masked time grows with the clients (the machine queues the `RESET` broadcast
 /// in it); prefer [`latch_fatal_interrupt`].
 pub fn on_fatal_interrupt<L, const D: usize, const C: usize, const P: usize, const Q: usize>(
     lock: &L,
