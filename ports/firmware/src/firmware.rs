@@ -351,7 +351,8 @@ where
     }
 
     /// Feed an input from thread mode (a PnP event, a client call, a tick), acting on
-    /// buffered outputs first if the buffer lacks room. Does not act on the input's own
+    /// buffered outputs first if the buffer lacks room; meanwhile a fatal error is latched
+    /// and fed after the input, so an interrupt storm cannot starve it. Does not act on the input's own
     /// outputs: call [`pump`](Self::pump) (a failed reset pulse met while making room is
     /// reported by the next `pump`). A client's hardware operation is a bracket: feed
     /// `Input::Access { what: Access::HardwareOp, .. }` before it and
@@ -359,8 +360,12 @@ where
     pub fn input(&mut self, input: Input) -> Result<Reply, PortError<R::Error>> {
         match self.submit(input) {
             Err(PortError::Backlog { .. }) => {
-                self.pump_keeping_errors()?;
-                self.submit(input)
+                // Until the input is in, fatal errors wait in the latch (fed right after
+                // it): an interrupt storm cannot refill the queue ahead of it.
+                self.shared.lock(|s| s.hold_fatal_errors(true))?;
+                let result = self.pump_keeping_errors().and_then(|_| self.submit(input));
+                self.shared.lock(|s| s.hold_fatal_errors(false))?;
+                result
             }
             other => other,
         }

@@ -51,6 +51,10 @@ pub enum IsrOutcome {
 pub struct Shared<const D: usize, const C: usize, const P: usize, const Q: usize> {
     machine: Lifecycle<D, C, P, Q>,
     latched: [bool; D],
+    /// Thread mode is making room for an input ([`crate::Firmware::input`]): fatal errors
+    /// are latched, not fed or replayed, until it is in, so that a storm cannot keep
+    /// refilling the queue ahead of it.
+    held: bool,
 }
 
 impl<const D: usize, const C: usize, const P: usize, const Q: usize> Shared<D, C, P, Q> {
@@ -60,6 +64,7 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Shared<D, C
         Shared {
             machine: Lifecycle::new(config),
             latched: [false; D],
+            held: false,
         }
     }
 
@@ -107,13 +112,15 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Shared<D, C
     }
 
     /// The feeding interrupt's body (inside the lock), at `now`: fed at once if the buffer
-    /// has room, latched otherwise. Never acts on an output.
+    /// has room, latched otherwise or while thread mode makes room for an input. Never acts
+    /// on an output.
     pub fn fatal_error_from_isr(&mut self, device: DeviceId, now: Tick) -> IsrOutcome {
         if usize::from(device.0) >= D {
             return IsrOutcome::NoSuchDevice;
         }
-        if self.is_latched(device) {
-            return IsrOutcome::Latched; // coalesces with the request already waiting
+        if self.is_latched(device) || self.held {
+            // Coalesces with the request already waiting, or waits behind thread mode's input.
+            return self.latch_fatal(device);
         }
         match self.feed(now, Input::FatalError { device }) {
             Ok(Reply::Fatal(answer)) => {
@@ -142,14 +149,24 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Shared<D, C
         }
     }
 
+    /// Hold fatal errors in the latch while thread mode makes room for an input (`true`),
+    /// or let them be fed again (`false`).
+    pub(crate) fn hold_fatal_errors(&mut self, hold: bool) {
+        self.held = hold;
+    }
+
     /// Whether thread mode has work here: a buffered output or a latched fatal error.
     pub fn has_work(&self) -> bool {
         self.machine.pending_output_count() > 0 || self.latched.contains(&true)
     }
 
     /// Feed a latched fatal error if the buffer has room now, clearing its latch. `None`:
-    /// nothing latched, or still no room (the latch stays).
+    /// nothing latched, still no room, or thread mode is making room for an input (the
+    /// latch stays).
     pub fn replay_latched(&mut self, now: Tick) -> Option<(DeviceId, Result<Reply, Error>)> {
+        if self.held {
+            return None;
+        }
         let index = self.latched.iter().position(|l| *l)?;
         let device = DeviceId(u8::try_from(index).ok()?);
         let result = match self.feed(now, Input::FatalError { device }) {
@@ -171,7 +188,7 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Shared<D, C
 /// The feeding interrupt handler: raise [`Input::FatalError`] for `device` inside the lock,
 /// at the time `now()` reads (inside the critical section, so no other input slips in
 /// between with a later time), or latch it while thread mode's outputs fill the machine's
-/// queue. Its masked time grows with the clients (the machine queues the `RESET` broadcast
+/// queue or thread mode makes room for an input ([`crate::Firmware::input`]). Its masked time grows with the clients (the machine queues the `RESET` broadcast
 /// in it); prefer [`latch_fatal_interrupt`].
 pub fn on_fatal_interrupt<L, const D: usize, const C: usize, const P: usize, const Q: usize>(
     lock: &L,
