@@ -555,7 +555,10 @@ value_type! {
         /// cycle; refused with [`Error::AlreadyInResetGroup`] for a member of a group,
         /// [`Error::NoSuchGroup`] for an id beyond `DEVICES`, and
         /// [`Error::GroupCycleInProgress`] while the group runs a cycle. A device leaves
-        /// its group when it is removed (its slot becomes free).
+        /// its group when it is removed (its slot becomes free). An input on a member may
+        /// move every member, so it needs the output room of a driver-wide input
+        /// ([`crate::Lifecycle::DRIVER_INPUT_OUTPUTS`]; an owner that drains after every
+        /// input always has it).
         JoinResetGroup {
             /// The device.
             device: DeviceId,
@@ -844,7 +847,9 @@ value_type! {
         /// (for a device in no reset group, `member` is the device itself): the epoch is
         /// unchanged, and every client told `RESET` was told [`Event::Recovered`]. Every
         /// member of a reset group that took part answers its requesters with this same
-        /// outcome.
+        /// outcome. When a member already cannot take part as the request (or fatal
+        /// error) arrives, the request is answered as usual and this outcome follows in
+        /// the same input; no client is told `RESET` for a cycle that cannot run.
         CannotReset {
             /// The device that could not take part.
             member: DeviceId,
