@@ -110,6 +110,8 @@ pub struct Lifecycle<
     devices: [Device<CLIENTS, PORTS>; DEVICES],
     /// Each reset group's cycle under way, by [`GroupId`] (`machine/groups.rs`).
     group_cycles: [Option<groups::GroupCycle>; DEVICES],
+    /// The earliest deadline of those cycles, kept current as they change.
+    group_deadline: Option<Tick>,
     outputs: OutputQueue<QUEUE>,
 }
 
@@ -147,6 +149,7 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Lifecycle<D
             driver: DriverPhase::Loaded,
             devices: [const { Device::new() }; D],
             group_cycles: [None; D],
+            group_deadline: None,
             outputs: OutputQueue::new(),
         }
     }
@@ -208,8 +211,6 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Lifecycle<D
         };
         let unloading = self.driver == DriverPhase::Unloading;
         let index = usize::from(device_id.0);
-        // Reset groups: a member that cannot take part stops a cycle before it begins.
-        let blocked = self.group_blocker(device_id);
         let device = self.devices.get_mut(index).ok_or(Error::NoSuchDevice)?;
         let phase = device.phase.kind();
         if planted!(RefuseSurpriseWhileCallbackRuns)
@@ -241,21 +242,14 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Lifecycle<D
             }
             Disposition::Handle | Disposition::Defer => {}
         }
-        // Reset groups: an input on a member may move every member (`machine/groups.rs`).
-        let group = device.group.group;
-        let needed = if group.is_some() {
-            Self::DRIVER_INPUT_OUTPUTS
-        } else {
-            Self::DEVICE_INPUT_OUTPUTS
-        };
-        let carrier_done = match input {
-            // The group's reset went through its carrier: only the carrier reports it.
-            Input::ResetDone { .. } if device.group.awaits_group_reset && !device.group.carrier => {
-                return Err(Error::NoHardwareCommandInFlight)
-            }
-            Input::ResetDone { result, .. } if device.group.carrier => Some(result),
-            _ => None,
-        };
+        // Reset groups: an input on a member, or a membership change, takes the group's
+        // path (`machine/groups.rs`); a device in no group never does.
+        if device.group.group.is_some()
+            || matches!(kind, InputKind::JoinResetGroup | InputKind::LeaveResetGroup)
+        {
+            return self.handle_member(now, input, device_id);
+        }
+        let needed = Self::DEVICE_INPUT_OUTPUTS;
         if self.outputs.free() < needed {
             return Err(Error::OutputBacklog {
                 needed: u16::try_from(needed).unwrap_or(u16::MAX),
@@ -270,27 +264,10 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Lifecycle<D
         };
         // The handler's result is returned as it is: unwrapping it with `?` and wrapping the
         // reply again moved both through memory (a twentieth of a client input).
-        let result = match input {
-            Input::JoinResetGroup { group, .. } => {
-                groups::join(device, &self.group_cycles, group).map(|()| Reply::Accepted)
-            }
-            Input::LeaveResetGroup { .. } => {
-                groups::leave(device, &self.group_cycles).map(|()| Reply::Accepted)
-            }
-            _ => {
-                device.group.blocked = blocked;
-                let result = device.dispatch(&mut cx, input);
-                device.group.blocked = None;
-                result
-            }
-        };
+        let result = device.dispatch(&mut cx, input);
         if result.is_ok() {
             device.open_gates_when_settled(&mut cx); // fast path: gates open once settled
-            device.leave_group_if_absent();
             self.now = now;
-            if let Some(group) = group {
-                self.settle_group(group, carrier_done);
-            }
             self.finish_unload_if_done();
         }
         result
@@ -412,9 +389,10 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Lifecycle<D
         if self.driver == DriverPhase::Unloaded {
             return None;
         }
-        // Each device keeps its earliest deadline current: O(1) a device.
+        // Each device keeps its earliest deadline current: O(1) a device; so does the
+        // driver for its reset groups' cycles.
         let devices = self.devices.iter().filter_map(|d| d.next_deadline()).min();
-        match (devices, self.next_group_deadline()) {
+        match (devices, self.group_deadline) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }

@@ -272,6 +272,74 @@ impl<const C: usize, const P: usize, const Q: usize> GroupStep<'_, C, P, Q> {
 }
 
 impl<const D: usize, const C: usize, const P: usize, const Q: usize> Lifecycle<D, C, P, Q> {
+    /// An input on a member of a reset group, or a membership change: the same checks and
+    /// handler as any device input (the table admitted it already), with the group's
+    /// room, the carrier's report, a cycle that cannot run stopped before it begins, and
+    /// the group's cycle moved on at the end. Kept off the path of devices in no group.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn handle_member(
+        &mut self,
+        now: Tick,
+        input: Input,
+        device_id: DeviceId,
+    ) -> Result<Reply, Error> {
+        let unloading = self.driver == super::DriverPhase::Unloading;
+        // A member that cannot take part stops a cycle before it begins.
+        let blocked = self.group_blocker(device_id);
+        let device = self
+            .devices
+            .get_mut(usize::from(device_id.0))
+            .ok_or(Error::NoSuchDevice)?;
+        let group = device.group.group;
+        let carrier_done = match input {
+            // The group's reset went through its carrier: only the carrier reports it.
+            Input::ResetDone { .. } if device.group.awaits_group_reset && !device.group.carrier => {
+                return Err(Error::NoHardwareCommandInFlight)
+            }
+            Input::ResetDone { result, .. } if device.group.carrier => Some(result),
+            _ => None,
+        };
+        // An input on a member may move every member.
+        let needed = Self::DRIVER_INPUT_OUTPUTS;
+        if self.outputs.free() < needed {
+            return Err(Error::OutputBacklog {
+                needed: u16::try_from(needed).unwrap_or(u16::MAX),
+            });
+        }
+        let mut cx = Ctx {
+            device: device_id,
+            now,
+            config: &self.config,
+            unloading,
+            out: &mut self.outputs,
+        };
+        let result = match input {
+            Input::JoinResetGroup { group, .. } => {
+                join(device, &self.group_cycles, group).map(|()| Reply::Accepted)
+            }
+            Input::LeaveResetGroup { .. } => {
+                leave(device, &self.group_cycles).map(|()| Reply::Accepted)
+            }
+            _ => {
+                device.group.blocked = blocked;
+                let result = device.dispatch(&mut cx, input);
+                device.group.blocked = None;
+                result
+            }
+        };
+        if result.is_ok() {
+            device.open_gates_when_settled(&mut cx); // fast path: gates open once settled
+            device.leave_group_if_absent();
+            self.now = now;
+            if let Some(group) = group {
+                self.settle_group(group, carrier_done);
+            }
+            self.finish_unload_if_done();
+        }
+        result
+    }
+
     /// Move group `group`'s cycle on after an input (see [`GroupStep::settle`]).
     pub(super) fn settle_group(&mut self, group: GroupId, carrier_done: Option<ResetResult>) {
         let Some(cycle) = self.group_cycles.get_mut(usize::from(group.0)) else {
@@ -287,6 +355,7 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Lifecycle<D
             group,
         }
         .settle(carrier_done);
+        self.group_deadline = self.next_group_deadline();
     }
 
     /// A timeout or unload: every group with a cycle under way checks its deadline and
@@ -311,6 +380,7 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Lifecycle<D
             }
             self.settle_group(group, None);
         }
+        self.group_deadline = self.next_group_deadline();
     }
 
     /// For an input on `device`, a member of a group with no cycle under way: the first
@@ -334,7 +404,7 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Lifecycle<D
     }
 
     /// The earliest deadline of a group's cycle waiting for its members.
-    pub(super) fn next_group_deadline(&self) -> Option<Tick> {
+    fn next_group_deadline(&self) -> Option<Tick> {
         self.group_cycles
             .iter()
             .flatten()
