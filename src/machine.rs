@@ -6,6 +6,7 @@ use crate::registry::ClientState;
 use crate::table::{disposition, Disposition, InputKind, PhaseKind};
 use crate::types::*;
 
+mod groups;
 mod typed;
 
 /// The most outputs one device input can produce with `clients` client slots, whatever the
@@ -111,6 +112,10 @@ pub struct Lifecycle<
     now: Tick,
     driver: DriverPhase,
     devices: [Device<CLIENTS, PORTS>; DEVICES],
+    /// Each reset group's cycle under way, by [`GroupId`] (`machine/groups.rs`).
+    group_cycles: [Option<groups::GroupCycle>; DEVICES],
+    /// The earliest deadline of those cycles, kept current as they change.
+    group_deadline: Option<Tick>,
     outputs: OutputQueue<QUEUE>,
 }
 
@@ -147,6 +152,8 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Lifecycle<D
             now: Tick(0),
             driver: DriverPhase::Loaded,
             devices: [const { Device::new() }; D],
+            group_cycles: [None; D],
+            group_deadline: None,
             outputs: OutputQueue::new(),
         }
     }
@@ -252,6 +259,13 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Lifecycle<D
                 return Err(refused);
             }
         }
+        // Reset groups: an input on a member, or a membership change, takes the group's
+        // path (`machine/groups.rs`); a device in no group never does.
+        if device.group.group.is_some()
+            || matches!(kind, InputKind::JoinResetGroup | InputKind::LeaveResetGroup)
+        {
+            return self.handle_member(now, input, device_id);
+        }
         let needed = Self::DEVICE_INPUT_OUTPUTS;
         if self.outputs.free() < needed {
             return Err(Error::OutputBacklog {
@@ -302,7 +316,9 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Lifecycle<D
                 out: &mut self.outputs,
             };
             device.on_timeout(&mut cx);
+            device.leave_group_if_absent();
         }
+        self.settle_group_cycles();
         self.finish_unload_if_done();
         Ok(())
     }
@@ -326,7 +342,9 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Lifecycle<D
                 out: &mut self.outputs,
             };
             device.unload(&mut cx);
+            device.leave_group_if_absent();
         }
+        self.settle_group_cycles();
         self.finish_unload_if_done();
         Ok(())
     }
@@ -401,8 +419,13 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Lifecycle<D
         if self.driver == DriverPhase::Unloaded {
             return None;
         }
-        // Each device keeps its earliest deadline current: O(1) a device.
-        self.devices.iter().filter_map(|d| d.next_deadline()).min()
+        // Each device keeps its earliest deadline current: O(1) a device; so does the
+        // driver for its reset groups' cycles.
+        let devices = self.devices.iter().filter_map(|d| d.next_deadline()).min();
+        match (devices, self.group_deadline) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     /// The `now` of the last input accepted.

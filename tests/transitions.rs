@@ -100,13 +100,11 @@ fn walk(rng: &mut Rng, config: Config, steps: usize, seen: &mut BTreeSet<Edge>) 
         } else {
             match pick {
                 _ if grant_first && rng.below(3) == 0 => op,
-                _ if quiescing && rng.below(3) == 0 => {
-                    if rng.below(2) == 0 {
-                        Input::CanRecover { client: c }
-                    } else {
-                        Input::ResetExecute { client: c }
-                    }
-                }
+                _ if quiescing && rng.below(3) == 0 => match rng.below(5) {
+                    0 | 1 => Input::CanRecover { client: c },
+                    2 | 3 => Input::ResetExecute { client: c },
+                    _ => Input::ResetNack { client: c },
+                },
                 0 => Input::AddDevice { device: DEV },
                 1 => Input::ConfigurePort {
                     device: DEV,
@@ -164,8 +162,18 @@ fn walk(rng: &mut Rng, config: Config, steps: usize, seen: &mut BTreeSet<Edge>) 
                 17 => Input::Unregister { client: c },
                 18..=20 if !notified.is_empty() => {
                     let i = rng.below(notified.len());
-                    Input::CallbackDone {
-                        client: notified.swap_remove(i),
+                    let client = notified.swap_remove(i);
+                    // A third of the returns carry the client's answer (DESIGN "Cost").
+                    match rng.below(6) {
+                        0 => Input::CallbackDoneWith {
+                            client,
+                            answer: CallbackAnswer::ResetExecute,
+                        },
+                        1 => Input::CallbackDoneWith {
+                            client,
+                            answer: CallbackAnswer::CanRecover,
+                        },
+                        _ => Input::CallbackDone { client },
                     }
                 }
                 21 => Input::AcquireInterface { client: c },

@@ -257,7 +257,7 @@ value_type! {
 
 impl Phase {
     /// The pending query a power transition returns to, if it runs for one.
-    pub(super) const fn query_pending(&self) -> Option<QueryPending> {
+    pub(crate) const fn query_pending(&self) -> Option<QueryPending> {
         match *self {
             Phase::PoweringDown { back_to, .. } | Phase::PoweringUp { back_to, .. } => back_to,
             _ => None,

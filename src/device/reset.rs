@@ -155,6 +155,11 @@ impl<const C: usize, const P: usize> Device<C, P> {
 
     /// Tell every client `RESET`; with no voter the hardware reset follows at once.
     pub(super) fn begin_cycle<const Q: usize>(&mut self, cx: &mut Ctx<'_, Q>) {
+        if let Some((member, reason)) = self.group.blocked {
+            // Reset groups: another member cannot take part: no cycle, answered now.
+            cx.cycle_finished(CycleOutcome::CannotReset { member, reason });
+            return;
+        }
         // One pass: every active client votes and is told `RESET` (as `set_roles` then
         // `notify_active` would: telling a client reads no role).
         let mut voters = 0usize;
@@ -207,7 +212,9 @@ impl<const C: usize, const P: usize> Device<C, P> {
         else {
             return;
         };
-        if !reset_needed {
+        // Reset groups: a member's cycle ends or resets only as its group decides.
+        let grouped = self.group.group.is_some();
+        if !reset_needed && !grouped {
             // I3: every voter can recover: the cycle ends without a reset, same epoch.
             self.set_roles(Role::Idle, false);
             let epoch = self.epoch;
@@ -230,6 +237,12 @@ impl<const C: usize, const P: usize> Device<C, P> {
                     },
                 );
             }
+            return;
+        }
+        if grouped {
+            // Quiesced: the group commands its one reset once every member is
+            // (`machine/groups.rs`).
+            self.group.ready = Some(reset_needed);
             return;
         }
         self.set_phase(

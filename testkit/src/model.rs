@@ -24,11 +24,12 @@
 
 use pnp_lifecycle::table::{Disposition, TABLE};
 use pnp_lifecycle::{
-    Access, BindingCaps, CallbackAnswer, ClientHandle, ClientKind, ClientState, ClientView, Config,
-    CycleOutcome, DeviceId, DriverPhase, Epoch, Error, Event, FailureCause, FastPathGate,
-    FatalAnswer, HardwareCommand, Input, InputKind, LinkState, Output, PhaseKind, PhysPort,
-    PortCaps, PortSet, PowerDownKind, PowerUpResult, Reply, RequestToken, ResetAnswer, ResetResult,
-    Role, StartResult, Status, Tick, TrustedTimeoutPolicy, Unregistered, VetoReason,
+    Access, BindingCaps, CallbackAnswer, CannotResetReason, ClientHandle, ClientKind, ClientState,
+    ClientView, Config, CycleOutcome, DeviceId, DriverPhase, Epoch, Error, Event, FailureCause,
+    FastPathGate, FatalAnswer, GroupId, HardwareCommand, Input, InputKind, LinkState, Output,
+    PhaseKind, PhysPort, PortCaps, PortSet, PowerDownKind, PowerUpResult, Reply, RequestToken,
+    ResetAnswer, ResetResult, Role, StartResult, Status, Tick, TrustedTimeoutPolicy, Unregistered,
+    VetoReason,
 };
 
 /// Hardware operations one client may have in flight (the core documents 16).
@@ -337,6 +338,36 @@ struct Dev {
     cls: Vec<Cl>,
     /// The owner runs the fast path: gates open and close.
     fast: bool,
+    /// The reset group the owner declared, if any.
+    group: Option<GroupId>,
+    /// Its part in the group's cycle under way.
+    part: Part,
+}
+
+/// A member's part in its group's cycle (DESIGN.md "Reset groups").
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+struct Part {
+    /// Takes part: its cycle waits for the group's decision.
+    on: bool,
+    /// Quiesced: `Some(reset_needed)`.
+    ready: Option<bool>,
+    /// Executing the group's reset, commanded through the carrier.
+    awaits: bool,
+    /// The group's reset went through this device.
+    carrier: bool,
+    /// A voter refused.
+    refused: Option<ClientHandle>,
+    /// During one input on this member: another member cannot take part, so a cycle the
+    /// input would begin is answered at once, nobody told `RESET`.
+    blocked: Option<(DeviceId, CannotResetReason)>,
+}
+
+/// A group's cycle: its deadline (`None`: beyond the clock) and whether the reset was
+/// commanded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct GroupRun {
+    deadline: Option<u64>,
+    commanded: bool,
 }
 
 /// The reference model of a whole driver: `devices` devices of `clients` client slots and
@@ -347,6 +378,8 @@ pub struct Model {
     now: u64,
     driver: DriverPhase,
     devs: Vec<Dev>,
+    /// Each reset group's cycle under way, by group id.
+    groups: Vec<Option<GroupRun>>,
 }
 
 // `Clone` by hand for the model's plain `Vec`s: `clone_from` reuses the target's
@@ -426,6 +459,8 @@ impl Clone for Dev {
             ports: self.ports.clone(),
             cls: self.cls.clone(),
             fast: self.fast,
+            group: self.group,
+            part: self.part,
         }
     }
     fn clone_from(&mut self, source: &Self) {
@@ -435,6 +470,8 @@ impl Clone for Dev {
         self.ports.clone_from(&source.ports);
         self.cls.clone_from(&source.cls);
         self.fast = source.fast;
+        self.group = source.group;
+        self.part = source.part;
     }
 }
 
@@ -445,6 +482,7 @@ impl Clone for Model {
             now: self.now,
             driver: self.driver,
             devs: self.devs.clone(),
+            groups: self.groups.clone(),
         }
     }
     fn clone_from(&mut self, source: &Self) {
@@ -452,6 +490,7 @@ impl Clone for Model {
         self.now = source.now;
         self.driver = source.driver;
         self.devs.clone_from(&source.devs);
+        self.groups.clone_from(&source.groups);
     }
 }
 
@@ -473,12 +512,15 @@ impl Model {
             ports: vec![None; ports],
             cls: vec![Cl::free(0); clients],
             fast: false,
+            group: None,
+            part: Part::default(),
         };
         Model {
             config,
             now: 0,
             driver: DriverPhase::Loaded,
             devs: vec![dev; devices],
+            groups: vec![None; devices],
         }
     }
 
@@ -572,7 +614,14 @@ impl Model {
         if self.driver == DriverPhase::Unloaded {
             return None;
         }
-        let mut best: Option<u64> = None;
+        // A reset group's cycle waiting for its members has its one deadline.
+        let mut best: Option<u64> = self
+            .groups
+            .iter()
+            .flatten()
+            .filter(|r| !r.commanded)
+            .filter_map(|r| r.deadline)
+            .min();
         for d in &self.devs {
             for c in d.cls.iter().filter(|c| !c.fence) {
                 if let Some(since) = c.cb {
@@ -756,6 +805,8 @@ impl Model {
         let unloading = self.driver == DriverPhase::Unloading;
         let now = self.now;
         let config = self.config;
+        let group = self.devs[di].group;
+        let carrier = self.devs[di].part.carrier;
         let mut cx = Cx {
             d,
             now,
@@ -763,8 +814,57 @@ impl Model {
             unloading,
             out,
         };
-        let reply = self.devs[di].input(&mut cx, input)?;
+        let reply = match input {
+            Input::JoinResetGroup { group, .. } => {
+                if let Some(current) = self.devs[di].group {
+                    return Err(Error::AlreadyInResetGroup { group: current });
+                }
+                if usize::from(group.0) >= self.devs.len() {
+                    return Err(Error::NoSuchGroup);
+                }
+                if self.groups[usize::from(group.0)].is_some() {
+                    return Err(Error::GroupCycleInProgress { group });
+                }
+                self.devs[di].group = Some(group);
+                Reply::Accepted
+            }
+            Input::LeaveResetGroup { .. } => {
+                if let Some(group) = self.devs[di].group {
+                    if self.groups[usize::from(group.0)].is_some() {
+                        return Err(Error::GroupCycleInProgress { group });
+                    }
+                }
+                self.devs[di].group = None;
+                Reply::Accepted
+            }
+            Input::ResetDone { .. } if self.devs[di].part.awaits && !self.devs[di].part.carrier => {
+                // The group's reset went through its carrier, not this member.
+                return Err(Error::NoHardwareCommandInFlight);
+            }
+            _ => {
+                let blocked = match group {
+                    Some(g) if self.groups[usize::from(g.0)].is_none() => self
+                        .devs
+                        .iter()
+                        .enumerate()
+                        .filter(|&(i, d)| i != di && d.group == Some(g))
+                        .find_map(|(i, d)| d.group_blocker().map(|r| (DeviceId(i as u8), r))),
+                    _ => None,
+                };
+                self.devs[di].part.blocked = blocked;
+                let reply = self.devs[di].input(&mut cx, input);
+                self.devs[di].part.blocked = None;
+                reply?
+            }
+        };
         self.devs[di].after(&mut cx);
+        if let Some(group) = group {
+            let carrier_done = match input {
+                Input::ResetDone { result, .. } if carrier => Some(result),
+                _ => None,
+            };
+            self.settle(group, carrier_done, out);
+        }
         Ok(reply)
     }
 
@@ -782,6 +882,7 @@ impl Model {
             dev.tick(&mut cx);
             dev.after(&mut cx);
         }
+        self.settle_all(out);
         Ok(Reply::Accepted)
     }
 
@@ -803,7 +904,186 @@ impl Model {
             dev.unload(&mut cx);
             dev.after(&mut cx);
         }
+        self.settle_all(out);
         Ok(Reply::Accepted)
+    }
+
+    // ---- reset groups (DESIGN.md "Reset groups") ------------------------------------
+
+    /// Run `f` on every member of `g` with its own context.
+    fn members(&mut self, g: GroupId, out: &mut Out, mut f: impl FnMut(&mut Dev, &mut Cx<'_>)) {
+        let unloading = self.driver == DriverPhase::Unloading;
+        let (now, config) = (self.now, self.config);
+        for (i, dev) in self.devs.iter_mut().enumerate() {
+            if dev.group != Some(g) {
+                continue;
+            }
+            let mut cx = Cx {
+                d: DeviceId(i as u8),
+                now,
+                config,
+                unloading,
+                out,
+            };
+            f(dev, &mut cx);
+        }
+    }
+
+    /// The first member of `g` for which `f` says something.
+    fn first<T>(&self, g: GroupId, f: impl Fn(&Dev) -> Option<T>) -> Option<(DeviceId, T)> {
+        self.devs
+            .iter()
+            .enumerate()
+            .filter(|(_, d)| d.group == Some(g))
+            .find_map(|(i, d)| f(d).map(|t| (DeviceId(i as u8), t)))
+    }
+
+    /// A timeout or unload: each group's cycle checks its deadline, then moves on.
+    fn settle_all(&mut self, out: &mut Out) {
+        for gi in 0..self.groups.len() {
+            let Some(run) = self.groups[gi] else { continue };
+            let g = GroupId(gi as u8);
+            if !run.commanded && run.deadline.is_some_and(|at| self.now >= at) {
+                let late = self
+                    .first(g, |d| {
+                        (d.part.on && d.group_ready().is_none()).then_some(())
+                    })
+                    .or_else(|| self.first(g, |d| d.part.on.then_some(())));
+                match late {
+                    Some((member, ())) => {
+                        self.end_group(g, member, CannotResetReason::DeadlinePassed, out)
+                    }
+                    None => self.groups[gi] = None,
+                }
+            }
+            self.settle(g, None, out);
+        }
+    }
+
+    /// No reset for the group: every member taking part (or wanting a cycle) ends its part
+    /// answering `CannotReset`.
+    fn end_group(
+        &mut self,
+        g: GroupId,
+        member: DeviceId,
+        reason: CannotResetReason,
+        out: &mut Out,
+    ) {
+        let outcome = CycleOutcome::CannotReset { member, reason };
+        self.members(g, out, |d, cx| {
+            if d.part.on || d.wants_group_cycle() {
+                d.end_group_part(cx, outcome);
+            }
+        });
+        self.groups[usize::from(g.0)] = None;
+    }
+
+    /// After an input on a member (or the time): the group's cycle moves on.
+    fn settle(&mut self, g: GroupId, carrier_done: Option<ResetResult>, out: &mut Out) {
+        let gi = usize::from(g.0);
+        if let Some(result) = carrier_done {
+            if self.groups[gi].is_some_and(|r| r.commanded) {
+                self.members(g, out, |d, cx| {
+                    let awaited = d.part.awaits && !d.part.carrier;
+                    // The carrier's follow-up cycle may be quiesced already.
+                    let ready = match d.st {
+                        St::Quiescing { .. } => d.part.ready,
+                        _ => None,
+                    };
+                    d.part = Part {
+                        ready,
+                        ..Part::default()
+                    };
+                    if awaited {
+                        let _ = d.reset_done(cx, result);
+                        // A system sleep that waited for the cycle begins now.
+                        d.sleep_after(cx);
+                    }
+                });
+                self.groups[gi] = None;
+            }
+        }
+        self.group_progress(g, out);
+        if self.groups[gi].is_none()
+            && self
+                .first(g, |d| d.wants_group_cycle().then_some(()))
+                .is_some()
+        {
+            match self.first(g, Dev::group_blocker) {
+                Some((member, reason)) => self.end_group(g, member, reason, out),
+                None => {
+                    self.groups[gi] = Some(GroupRun {
+                        deadline: self.now.checked_add(self.config.group_cycle_timeout()),
+                        commanded: false,
+                    });
+                    self.members(g, out, |d, cx| d.join_group(cx));
+                    self.group_progress(g, out);
+                }
+            }
+        }
+        self.members(g, out, |d, cx| d.after(cx));
+    }
+
+    fn group_progress(&mut self, g: GroupId, out: &mut Out) {
+        let gi = usize::from(g.0);
+        let Some(run) = self.groups[gi] else { return };
+        if run.commanded {
+            return;
+        }
+        self.members(g, out, |d, cx| {
+            if d.part.on && !d.in_group_cycle() {
+                d.part = Part::default();
+                if d.st == St::Running {
+                    // Back from a lost-state power-up: the group's reset touches it too.
+                    d.join_group(cx);
+                }
+            }
+        });
+        if let Some((member, client)) = self.first(g, |d| d.part.refused) {
+            self.end_group(g, member, CannotResetReason::ClientRefused(client), out);
+            return;
+        }
+        if self.first(g, |d| d.part.on.then_some(())).is_none() {
+            self.groups[gi] = None;
+            return;
+        }
+        if self
+            .first(g, |d| {
+                (d.part.on && d.group_ready().is_none()).then_some(())
+            })
+            .is_some()
+        {
+            return;
+        }
+        if self.first(g, |d| d.group_ready().filter(|n| *n)).is_some() {
+            let carrier = self.first(g, Dev::group_ready).map(|(id, _)| id);
+            self.groups[gi] = Some(GroupRun {
+                commanded: true,
+                ..run
+            });
+            self.members(g, out, |d, cx| {
+                if d.group_ready().is_some() {
+                    d.part = Part {
+                        on: true,
+                        awaits: true,
+                        carrier: Some(cx.d) == carrier,
+                        ..Part::default()
+                    };
+                    d.st = St::Executing(Next::Resume);
+                    if Some(cx.d) == carrier {
+                        cx.hw(HardwareCommand::Reset);
+                    }
+                }
+            });
+        } else {
+            self.members(g, out, |d, cx| {
+                if d.group_ready().is_some() {
+                    let outcome = CycleOutcome::Recovered(Epoch(d.epoch));
+                    d.end_group_part(cx, outcome);
+                }
+            });
+            self.groups[gi] = None;
+        }
     }
 }
 
@@ -1680,6 +1960,9 @@ impl Dev {
             Input::PowerUpDone { result, .. } => {
                 self.power_up_done(cx, result).map(|_| Reply::Accepted)
             }
+            Input::ResetNack { client } => self.nack(cx, client).map(|_| Reply::Accepted),
+            // Membership is the driver's (`Model::step`), never here.
+            Input::JoinResetGroup { .. } | Input::LeaveResetGroup { .. } => Err(Error::NoSuchGroup),
             Input::Timeout | Input::Unload => Err(Error::NoSuchDevice),
         }
     }
@@ -1960,6 +2243,10 @@ impl Dev {
     fn after(&mut self, cx: &mut Cx<'_>) {
         self.sleep_after(cx);
         self.settle_gates(cx);
+        if self.st == St::Absent {
+            // A device removed leaves its reset group.
+            self.group = None;
+        }
     }
 
     fn sleep_after(&mut self, cx: &mut Cx<'_>) {
@@ -1979,6 +2266,160 @@ impl Dev {
                 cx.done(token, Status::DeviceGone);
             }
         }
+    }
+
+    /// A member wants a cycle its group does not run: it began one, or an idle power-up
+    /// will begin one (a reset asked in system sleep waits for the owner's power-up).
+    fn wants_group_cycle(&self) -> bool {
+        // A fatal error a pending query deferred waits for the query's end.
+        let for_query = matches!(
+            self.st,
+            St::PoweringDown { back: Some(_), .. } | St::PoweringUp { back: Some(_), .. }
+        );
+        !self.part.on
+            && !for_query
+            && match self.st {
+                St::Quiescing { .. } | St::PoweringUp { reset: true, .. } => true,
+                St::PoweringDown {
+                    kind: PowerDownKind::Idle,
+                    reset,
+                    ..
+                }
+                | St::LowPower {
+                    kind: PowerDownKind::Idle,
+                    reset,
+                } => reset,
+                _ => false,
+            }
+    }
+
+    /// Why this member cannot take part in a group cycle beginning now, if it cannot. A
+    /// vanished member neither takes part nor blocks.
+    fn group_blocker(&self) -> Option<CannotResetReason> {
+        match self.st {
+            // A power transition for a pending query: the member is that query's state.
+            St::PoweringDown { back: Some(r), .. } | St::PoweringUp { back: Some(r), .. } => {
+                Some(CannotResetReason::MemberState(r.kind()))
+            }
+            St::Absent
+            | St::Surprised { .. }
+            | St::Removing { .. }
+            | St::Running
+            | St::Quiescing { .. }
+            | St::PoweringUp { .. } => None,
+            St::PoweringDown { kind, .. } | St::LowPower { kind, .. } => {
+                (kind == PowerDownKind::SystemSleep).then_some(CannotResetReason::SystemSleep)
+            }
+            st => Some(CannotResetReason::MemberState(st.kind())),
+        }
+    }
+
+    fn takes_part(&self) -> bool {
+        self.group_blocker().is_none()
+            && !matches!(
+                self.st,
+                St::Absent | St::Surprised { .. } | St::Removing { .. }
+            )
+    }
+
+    fn power_reset_waits(&self) -> bool {
+        matches!(
+            self.st,
+            St::PoweringDown { reset: true, .. }
+                | St::LowPower { reset: true, .. }
+                | St::PoweringUp { reset: true, .. }
+        )
+    }
+
+    /// The group's cycle begins: a running member begins its cycle (RESET to its voters);
+    /// one in an idle power-down powers up first.
+    fn join_group(&mut self, cx: &mut Cx<'_>) {
+        if !self.takes_part() {
+            return;
+        }
+        let ready = match self.st {
+            St::Quiescing { .. } => self.part.ready,
+            _ => None,
+        };
+        self.part = Part {
+            on: true,
+            ready,
+            ..Part::default()
+        };
+        let begun = matches!(self.st, St::Quiescing { .. })
+            || self.power_reset_waits()
+            || self.reset_request(cx).is_ok();
+        if !begun {
+            self.part = Part::default();
+        }
+    }
+
+    fn in_group_cycle(&self) -> bool {
+        self.part.on && (matches!(self.st, St::Quiescing { .. }) || self.power_reset_waits())
+    }
+
+    fn group_ready(&self) -> Option<bool> {
+        match self.st {
+            St::Quiescing { .. } if self.part.on => self.part.ready,
+            _ => None,
+        }
+    }
+
+    /// The member's part ends with no reset: answered `outcome`, clients told `Recovered`.
+    fn end_group_part(&mut self, cx: &mut Cx<'_>, outcome: CycleOutcome) {
+        match &mut self.st {
+            St::Quiescing { .. } => {
+                self.end_without_reset(cx, outcome);
+                self.sleep_after(cx);
+            }
+            St::PoweringDown { reset, .. }
+            | St::LowPower { reset, .. }
+            | St::PoweringUp { reset, .. }
+                if *reset =>
+            {
+                *reset = false;
+                cx.cycle(outcome);
+            }
+            _ => {}
+        }
+        self.part = Part::default();
+    }
+
+    /// A voter refuses RESET: alone, the cycle ends with no reset, the clients told
+    /// `Recovered`, the requesters `CannotReset` naming the client.
+    fn nack(&mut self, cx: &mut Cx<'_>, client: ClientHandle) -> Result<(), Error> {
+        let i = live_index(self, client)?;
+        if self.cls[i].role != Role::Voting {
+            return Err(Error::NotVoting);
+        }
+        if self.cls[i].mbox.ordered.contains(&Event::Reset) {
+            return Err(Error::ResetNotDelivered);
+        }
+        if self.part.on {
+            // The group ends its cycle for every member.
+            self.part.refused.get_or_insert(client);
+            return Ok(());
+        }
+        let outcome = CycleOutcome::CannotReset {
+            member: cx.d,
+            reason: CannotResetReason::ClientRefused(client),
+        };
+        self.end_without_reset(cx, outcome);
+        Ok(())
+    }
+
+    /// End the quiescing cycle with no reset: same epoch, every live client told
+    /// `Recovered`, the cycle answered `outcome`.
+    fn end_without_reset(&mut self, cx: &mut Cx<'_>, outcome: CycleOutcome) {
+        if !matches!(self.st, St::Quiescing { .. }) {
+            return;
+        }
+        self.part = Part::default();
+        self.all_roles(Role::Idle);
+        self.st = St::Running;
+        let epoch = Epoch(self.epoch);
+        self.tell_live(cx, Event::Recovered { epoch });
+        cx.cycle(outcome);
     }
 
     /// A voter answers RESET: `needs_reset` for ResetExecute, not for CanRecover.
@@ -2433,6 +2874,11 @@ impl Dev {
     }
 
     fn begin_cycle(&mut self, cx: &mut Cx<'_>) {
+        if let Some((member, reason)) = self.part.blocked {
+            // Its group cannot reset: answered now, nobody told RESET.
+            cx.cycle(CycleOutcome::CannotReset { member, reason });
+            return;
+        }
         self.all_roles(Role::Voting);
         self.tell_live(cx, Event::Reset);
         // With no voter nobody can say it recovers: the reset runs.
@@ -2459,7 +2905,8 @@ impl Dev {
         if self.voters() {
             return;
         }
-        if !reset_needed {
+        // A member's cycle ends or resets as its group decides.
+        if !reset_needed && self.group.is_none() {
             self.all_roles(Role::Idle);
             self.st = St::Running;
             let epoch = Epoch(self.epoch);
@@ -2475,6 +2922,10 @@ impl Dev {
                     draining: Some(cx.now),
                 };
             }
+            return;
+        }
+        if self.group.is_some() {
+            self.part.ready = Some(reset_needed);
             return;
         }
         self.st = St::Executing(Next::Resume);

@@ -1,0 +1,305 @@
+//! A device's part in its reset group's cycle (DESIGN.md "Reset groups"): the group itself,
+//! its members and its one hardware reset are the driver's (`machine/groups.rs`); here a
+//! member holds its quiesced cycle for the group's decision, ends it as the group says,
+//! and takes a voter's refusal (`ResetNack`).
+
+use super::*;
+
+/// A device's membership and its part in the group's cycle under way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct Member {
+    /// The group the owner declared, if any.
+    pub(crate) group: Option<GroupId>,
+    /// Takes part in its group's cycle: its own cycle does not command the hardware reset
+    /// nor end by itself once quiesced; it waits for the group's decision.
+    pub(crate) taking_part: bool,
+    /// Quiesced (every voter answered, left or was revoked; no hardware operation in
+    /// flight): ready for the group's reset. `reset_needed` of its cycle.
+    pub(crate) ready: Option<bool>,
+    /// Its cycle's hardware reset was commanded through the group's carrier; the
+    /// carrier's [`Input::ResetDone`] ends it.
+    pub(crate) awaits_group_reset: bool,
+    /// The group's hardware reset was commanded through this device.
+    pub(crate) carrier: bool,
+    /// A voter refused the group's reset ([`Input::ResetNack`]): the group ends its cycle.
+    pub(crate) refused_by: Option<ClientHandle>,
+    /// For the length of one input on this device: another member cannot take part, so a
+    /// cycle this input would begin ends at once, telling nobody `RESET` (so a client
+    /// whose callback is stuck collects no `RESET`/`Recovered` pairs).
+    pub(crate) blocked: Option<(DeviceId, CannotResetReason)>,
+}
+
+impl Member {
+    /// In no group.
+    pub(crate) const NONE: Member = Member {
+        group: None,
+        taking_part: false,
+        ready: None,
+        awaits_group_reset: false,
+        carrier: false,
+        refused_by: None,
+        blocked: None,
+    };
+
+    /// Out of the group's cycle (the membership stays).
+    pub(crate) fn leave_cycle(&mut self) {
+        *self = Member {
+            group: self.group,
+            blocked: self.blocked,
+            ..Member::NONE
+        };
+    }
+}
+
+impl<const C: usize, const P: usize> Device<C, P> {
+    /// A device removed (its slot free) leaves its reset group.
+    #[inline]
+    pub(crate) fn leave_group_if_absent(&mut self) {
+        if matches!(self.phase, Phase::Absent) {
+            self.group = Member::NONE;
+        }
+    }
+
+    /// [`Input::ResetNack`]: a voter refuses the reset. Alone, the device's cycle ends
+    /// without one; in a group's cycle the group ends it (for every member).
+    pub(super) fn reset_nack<const Q: usize>(
+        &mut self,
+        cx: &mut Ctx<'_, Q>,
+        client: ClientHandle,
+    ) -> Result<(), Error> {
+        if planted!(GroupNackLost) {
+            // Planted: the refusal is taken for an ack.
+            return self.answer_reset(cx, client, true);
+        }
+        let index = self.registry.active(client)?;
+        let slot = self.registry.slot(index).ok_or(Error::UnknownClient)?;
+        if !slot.is_voting() {
+            return Err(Error::NotVoting);
+        }
+        if slot.mailbox.holds_reset() {
+            return Err(Error::ResetNotDelivered);
+        }
+        if self.group.taking_part {
+            // The group ends its cycle at the end of this input (every member at once).
+            if self.group.refused_by.is_none() {
+                self.group.refused_by = Some(client);
+            }
+            return Ok(());
+        }
+        self.end_cycle_without_reset(
+            cx,
+            CycleOutcome::CannotReset {
+                member: cx.device,
+                reason: CannotResetReason::ClientRefused(client),
+            },
+        );
+        Ok(())
+    }
+
+    /// End the quiescing cycle with no hardware reset: same epoch, clients told
+    /// [`Event::Recovered`] (I4), requesters answered `outcome` (I8).
+    pub(crate) fn end_cycle_without_reset<const Q: usize>(
+        &mut self,
+        cx: &mut Ctx<'_, Q>,
+        outcome: CycleOutcome,
+    ) {
+        if !matches!(self.phase, Phase::Quiescing { .. }) {
+            return;
+        }
+        self.group.leave_cycle();
+        self.set_roles(Role::Idle, false);
+        let epoch = self.epoch;
+        self.set_phase(cx, Phase::Running);
+        self.notify_active(cx, Event::Recovered { epoch });
+        cx.cycle_finished(outcome);
+        self.sleep_if_deferred(cx);
+        self.refresh_deadline(cx.config);
+    }
+}
+
+/// What a member can do when its group's cycle begins.
+pub(crate) enum Part {
+    /// It vanished (surprise-removed, being removed, or absent): it neither takes part
+    /// nor blocks, and no reset is commanded through it.
+    Vanished,
+    /// It takes part: told `RESET` now, or once powered up from an idle power-down.
+    Joins,
+    /// It cannot take part: the group's cycle ends without a reset, for this reason.
+    Blocks(CannotResetReason),
+}
+
+impl<const C: usize, const P: usize> Device<C, P> {
+    /// Whether the device wants a cycle its group does not run yet: it began one (a
+    /// request or fatal error on it), or waits for an idle power-up to serve one. A reset
+    /// asked in system sleep waits for the owner's power-up, as it does alone.
+    pub(crate) fn wants_group_cycle(&self) -> bool {
+        // A fatal error a pending query deferred waits for that query's end, as in no group.
+        !self.group.taking_part
+            && self.phase.query_pending().is_none()
+            && match self.phase {
+                Phase::Quiescing { .. } | Phase::PoweringUp { reset: true, .. } => true,
+                Phase::PoweringDown {
+                    kind: PowerDownKind::Idle,
+                    reset,
+                    ..
+                }
+                | Phase::LowPower {
+                    kind: PowerDownKind::Idle,
+                    reset,
+                } => reset,
+                _ => false,
+            }
+    }
+
+    /// What the device can do in a group's cycle beginning now.
+    pub(crate) fn group_part(&self) -> Part {
+        match self.phase {
+            Phase::Absent | Phase::SurpriseRemoved { .. } | Phase::Removing { .. } => {
+                if planted!(GroupRemovedMemberBlocks) && !matches!(self.phase, Phase::Absent) {
+                    return Part::Blocks(CannotResetReason::MemberState(self.phase.kind()));
+                }
+                Part::Vanished
+            }
+            // A power transition for a pending query: the member is that query's state.
+            Phase::PoweringDown {
+                back_to: Some(query),
+                ..
+            }
+            | Phase::PoweringUp {
+                back_to: Some(query),
+                ..
+            } => Part::Blocks(CannotResetReason::MemberState(match query {
+                QueryPending::Stop(_) => PhaseKind::StopPending,
+                QueryPending::Remove => PhaseKind::RemovePending,
+            })),
+            Phase::Running | Phase::Quiescing { .. } | Phase::PoweringUp { .. } => Part::Joins,
+            Phase::PoweringDown { kind, .. } | Phase::LowPower { kind, .. } => match kind {
+                PowerDownKind::Idle => Part::Joins,
+                PowerDownKind::SystemSleep => Part::Blocks(CannotResetReason::SystemSleep),
+            },
+            _ => Part::Blocks(CannotResetReason::MemberState(self.phase.kind())),
+        }
+    }
+
+    /// The group's cycle begins: every voter is told `RESET` (a running member begins its
+    /// cycle, held for the group once quiesced); a member in an idle power-down is
+    /// powered up first (its cycle begins once it is back).
+    pub(crate) fn join_group_cycle<const Q: usize>(&mut self, cx: &mut Ctx<'_, Q>) {
+        if !matches!(self.group_part(), Part::Joins) {
+            return;
+        }
+        // A member that began the cycle may be quiesced already (no voter): it stays ready.
+        let ready = self
+            .group
+            .ready
+            .filter(|_| matches!(self.phase, Phase::Quiescing { .. }));
+        self.group.leave_cycle();
+        self.group.taking_part = true;
+        self.group.ready = ready;
+        let begun = match self.phase {
+            Phase::Quiescing { .. } => true,
+            _ if self.wants_power_up_reset() => true,
+            _ => self.request_reset(cx).is_ok(),
+        };
+        if !begun {
+            // Only an exhausted epoch refuses: no cycle can run on it.
+            self.group.taking_part = false;
+        }
+        self.refresh_deadline(cx.config);
+    }
+
+    /// A reset waits for the power-up already.
+    fn wants_power_up_reset(&self) -> bool {
+        matches!(
+            self.phase,
+            Phase::PoweringDown { reset: true, .. }
+                | Phase::LowPower { reset: true, .. }
+                | Phase::PoweringUp { reset: true, .. }
+        )
+    }
+
+    /// Whether the device, taking part, is still in the group's cycle: quiescing, or
+    /// waiting for the power-up that begins its cycle. A member removed, surprise-removed,
+    /// failed, or served by a lost-state power-up has left it.
+    pub(crate) fn still_in_group_cycle(&self) -> bool {
+        self.group.taking_part
+            && (matches!(self.phase, Phase::Quiescing { .. }) || self.wants_power_up_reset())
+    }
+
+    /// Quiesced and waiting for the group's decision: `Some(reset_needed)`.
+    pub(crate) fn group_ready(&self) -> Option<bool> {
+        match self.phase {
+            Phase::Quiescing { .. } if self.group.taking_part => self.group.ready,
+            _ => None,
+        }
+    }
+
+    /// The group's reset is commanded: this member's cycle executes; through the carrier
+    /// the one [`HardwareCommand::Reset`] goes to the owner.
+    pub(crate) fn execute_group_reset<const Q: usize>(
+        &mut self,
+        cx: &mut Ctx<'_, Q>,
+        carrier: bool,
+    ) {
+        if !matches!(self.phase, Phase::Quiescing { .. }) {
+            return;
+        }
+        self.group.ready = None;
+        self.group.awaits_group_reset = true;
+        self.group.carrier = carrier;
+        self.set_phase(
+            cx,
+            Phase::Executing {
+                then: AfterReset::Resume,
+            },
+        );
+        if carrier {
+            cx.hardware(HardwareCommand::Reset);
+        }
+        self.refresh_deadline(cx.config);
+    }
+
+    /// The carrier's reset reported: every other member that awaited it ends its cycle as
+    /// its own reset would have (RESET_END at its new epoch, or a removal under way goes
+    /// on). The carrier's own [`Input::ResetDone`] has been handled already.
+    pub(crate) fn group_reset_done<const Q: usize>(
+        &mut self,
+        cx: &mut Ctx<'_, Q>,
+        result: ResetResult,
+    ) {
+        let awaited = self.group.awaits_group_reset && !self.group.carrier;
+        // The carrier's own follow-up cycle may have begun (and be quiesced) already.
+        let ready = self
+            .group
+            .ready
+            .filter(|_| matches!(self.phase, Phase::Quiescing { .. }));
+        self.group.leave_cycle();
+        self.group.ready = ready;
+        if awaited {
+            let _ = self.reset_done(cx, result);
+            self.refresh_deadline(cx.config);
+        }
+    }
+
+    /// The group's cycle ended without a reset: end this member's part, answering its
+    /// requesters `outcome` (a reset waiting for a power-up is dropped, answered too).
+    pub(crate) fn end_group_cycle<const Q: usize>(
+        &mut self,
+        cx: &mut Ctx<'_, Q>,
+        outcome: CycleOutcome,
+    ) {
+        match self.phase {
+            Phase::Quiescing { .. } => self.end_cycle_without_reset(cx, outcome),
+            Phase::PoweringDown { ref mut reset, .. }
+            | Phase::LowPower { ref mut reset, .. }
+            | Phase::PoweringUp { ref mut reset, .. }
+                if *reset =>
+            {
+                *reset = false;
+                cx.cycle_finished(outcome);
+            }
+            _ => {}
+        }
+        self.group.leave_cycle();
+    }
+}
