@@ -2,7 +2,7 @@
 
 use crate::owner_loop::Refusal;
 use crate::table::{InputKind, PhaseKind};
-use crate::types::{CycleOutcome, Error, HardwareCommand, VetoReason};
+use crate::types::{CannotResetReason, CycleOutcome, Error, HardwareCommand, VetoReason};
 use core::fmt::{Debug, Display, Formatter, Result};
 
 /// Kinds print as their names (`QueryRemove`, `Quiescing`).
@@ -30,6 +30,24 @@ impl Display for CycleOutcome {
             CycleOutcome::AbortedByRemove => f.write_str("aborted by remove or unload"),
             CycleOutcome::AbortedBySurpriseRemoval => f.write_str("aborted: the hardware vanished"),
             CycleOutcome::FoldedIntoStop => f.write_str("folded into the stop"),
+            CycleOutcome::CannotReset { member, reason } => {
+                write!(f, "ended without a reset: device {} {reason}", member.0)
+            }
+        }
+    }
+}
+
+impl Display for CannotResetReason {
+    fn fmt(&self, f: &mut Formatter<'_>) -> Result {
+        match self {
+            CannotResetReason::ClientRefused(c) => {
+                write!(f, "has a client that refused it (slot {})", c.slot)
+            }
+            CannotResetReason::MemberState(phase) => write!(f, "cannot take part while {phase}"),
+            CannotResetReason::SystemSleep => f.write_str("is in system sleep"),
+            CannotResetReason::DeadlinePassed => {
+                f.write_str("was not ready by the group's deadline")
+            }
         }
     }
 }
@@ -120,6 +138,19 @@ impl Display for Error {
                 last.0
             ),
             Error::EpochExhausted => f.write_str("the epoch counter is exhausted: no more resets"),
+            Error::AlreadyInResetGroup { group } => {
+                write!(
+                    f,
+                    "the device is in reset group {} already: leave it first",
+                    group.0
+                )
+            }
+            Error::NoSuchGroup => f.write_str("no such reset group: the id is beyond the capacity"),
+            Error::GroupCycleInProgress { group } => write!(
+                f,
+                "reset group {} runs a cycle: change membership after it ends",
+                group.0
+            ),
             Error::OutputBacklog { needed } => write!(
                 f,
                 "the output queue needs {needed} free entries: drain poll_output first"

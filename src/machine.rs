@@ -6,6 +6,7 @@ use crate::registry::ClientState;
 use crate::table::{disposition, Disposition, InputKind, PhaseKind};
 use crate::types::*;
 
+mod groups;
 mod typed;
 
 /// The most outputs one device input can produce with `clients` client slots, whatever the
@@ -107,6 +108,8 @@ pub struct Lifecycle<
     now: Tick,
     driver: DriverPhase,
     devices: [Device<CLIENTS, PORTS>; DEVICES],
+    /// Each reset group's cycle under way, by [`GroupId`] (`machine/groups.rs`).
+    group_cycles: [Option<groups::GroupCycle>; DEVICES],
     outputs: OutputQueue<QUEUE>,
 }
 
@@ -143,6 +146,7 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Lifecycle<D
             now: Tick(0),
             driver: DriverPhase::Loaded,
             devices: [const { Device::new() }; D],
+            group_cycles: [None; D],
             outputs: OutputQueue::new(),
         }
     }
@@ -250,9 +254,18 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Lifecycle<D
         };
         // The handler's result is returned as it is: unwrapping it with `?` and wrapping the
         // reply again moved both through memory (a twentieth of a client input).
-        let result = device.dispatch(&mut cx, input);
+        let result = match input {
+            Input::JoinResetGroup { group, .. } => {
+                groups::join(device, &self.group_cycles, group).map(|()| Reply::Accepted)
+            }
+            Input::LeaveResetGroup { .. } => {
+                groups::leave(device, &self.group_cycles).map(|()| Reply::Accepted)
+            }
+            _ => device.dispatch(&mut cx, input),
+        };
         if result.is_ok() {
             device.open_gates_when_settled(&mut cx); // fast path: gates open once settled
+            device.leave_group_if_absent();
             self.now = now;
             self.finish_unload_if_done();
         }
@@ -272,6 +285,7 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Lifecycle<D
                 out: &mut self.outputs,
             };
             device.on_timeout(&mut cx);
+            device.leave_group_if_absent();
         }
         self.finish_unload_if_done();
         Ok(())
@@ -296,6 +310,7 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Lifecycle<D
                 out: &mut self.outputs,
             };
             device.unload(&mut cx);
+            device.leave_group_if_absent();
         }
         self.finish_unload_if_done();
         Ok(())

@@ -75,6 +75,7 @@ impl Refusal {
             | Input::AcquireInterface { client }
             | Input::ResetRequest { client }
             | Input::ResetExecute { client }
+            | Input::ResetNack { client }
             | Input::Bind { client, .. }
             | Input::Hold { client }
             | Input::ReleaseHold { client }

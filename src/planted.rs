@@ -57,6 +57,14 @@ pub enum Fault {
     GateLeftOpenIntoDx,
     /// A revoked client's gate is opened (I15).
     GateOpenedForRevokedClient,
+    /// A reset group's hardware reset is commanded once one member is quiesced, before
+    /// the other members' voters answered (I3 per group).
+    GroupResetBeforeAllAnswered,
+    /// A voter's refusal of a reset (`ResetNack`) is taken for an ack: the reset runs.
+    GroupNackLost,
+    /// A member removed or surprise-removed ends its group's cycle as if it could not take
+    /// part, instead of leaving it.
+    GroupRemovedMemberBlocks,
 }
 
 impl Fault {
@@ -83,6 +91,9 @@ impl Fault {
         Fault::GateOpenedAtStaleEpoch,
         Fault::GateLeftOpenIntoDx,
         Fault::GateOpenedForRevokedClient,
+        Fault::GroupResetBeforeAllAnswered,
+        Fault::GroupNackLost,
+        Fault::GroupRemovedMemberBlocks,
     ];
 }
 

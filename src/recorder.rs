@@ -297,6 +297,7 @@ fn client_of(input: &Input) -> Option<ClientHandle> {
         | Input::AcquireInterface { client }
         | Input::ResetRequest { client }
         | Input::ResetExecute { client }
+        | Input::ResetNack { client }
         | Input::Bind { client, .. }
         | Input::Hold { client }
         | Input::ReleaseHold { client }

@@ -137,6 +137,12 @@ kinds! {
         PowerUpDone,
         /// [`crate::Input::FastPathClosed`]
         FastPathClosed,
+        /// [`crate::Input::JoinResetGroup`]
+        JoinResetGroup,
+        /// [`crate::Input::LeaveResetGroup`]
+        LeaveResetGroup,
+        /// [`crate::Input::ResetNack`]
+        ResetNack,
         /// [`crate::Input::Timeout`] (driver-wide: not in the table)
         Timeout,
         /// [`crate::Input::Unload`] (driver-wide: not in the table)
@@ -187,26 +193,28 @@ use Disposition::{Defer as D, Handle as H, Ignore as I, Refuse as R, Veto as V};
 /// close can be awaited in: running, or any state a running device leaves for, before the
 /// drain that waits for the answer; the handler refuses it by name unless that client's
 /// gate is closing. Added, starting, executing, stopped and the low-power states are
-/// reached only once every close was answered or fenced).
+/// reached only once every close was answered or fenced), JoinResetGroup and
+/// LeaveResetGroup (membership: any present state but a reset cycle's), ResetNack (a
+/// voter's answer: quiescing only, like ResetExecute).
 #[rustfmt::skip]
 pub const TABLE: [Row; PhaseKind::COUNT] = [
-    //                                                Add Cfg Sta SDn QSt CSt Stp QRm CRm Rem Spr Fat RDn Lnk Reg Unr CbD Acq RRq REx Bnd Hld Rel Acc Fnc AcD CnR CnP CaP PDn PDD PUp PUD FPC
-    Row { phase: PhaseKind::Absent,          inputs: [H,  R,  R,  R,  R,  R,  R,  R,  R,  R,  R,  R,  R,  R,  R,  H,  R,  R,  R,  R,  R,  R,  R,  R,  R,  R,  R,  R,  R,  R,  R,  R,  R,  R] },
-    Row { phase: PhaseKind::Added,           inputs: [R,  H,  H,  R,  R,  I,  R,  H,  I,  H,  H,  H,  R,  H,  H,  H,  H,  R,  R,  R,  H,  H,  H,  R,  H,  H,  R,  H,  H,  I,  R,  R,  R,  R] },
-    Row { phase: PhaseKind::Starting,        inputs: [R,  R,  R,  H,  R,  I,  R,  R,  I,  R,  H,  H,  R,  H,  H,  H,  H,  R,  R,  R,  H,  H,  H,  R,  H,  H,  R,  H,  H,  R,  R,  R,  R,  R] },
-    Row { phase: PhaseKind::Running,         inputs: [R,  R,  R,  R,  H,  I,  R,  H,  I,  H,  H,  H,  R,  H,  H,  H,  H,  H,  H,  R,  H,  H,  H,  H,  H,  H,  R,  H,  H,  H,  R,  I,  R,  H] },
-    Row { phase: PhaseKind::Quiescing,       inputs: [R,  R,  R,  R,  V,  I,  R,  V,  I,  H,  H,  H,  R,  H,  H,  H,  H,  R,  H,  H,  H,  H,  H,  H,  H,  H,  H,  H,  H,  H,  R,  I,  R,  H] },
-    Row { phase: PhaseKind::Executing,       inputs: [R,  R,  R,  R,  V,  I,  R,  V,  I,  D,  H,  H,  H,  H,  H,  H,  H,  R,  H,  R,  H,  H,  H,  R,  H,  H,  R,  H,  H,  H,  R,  I,  R,  R] },
-    Row { phase: PhaseKind::StopPending,     inputs: [R,  R,  R,  R,  R,  H,  H,  R,  I,  H,  H,  H,  R,  H,  H,  H,  H,  R,  R,  R,  H,  H,  H,  R,  H,  H,  R,  H,  H,  R,  R,  R,  R,  H] },
-    Row { phase: PhaseKind::Stopping,        inputs: [R,  R,  R,  R,  R,  I,  R,  R,  I,  R,  H,  H,  R,  H,  H,  H,  H,  R,  R,  R,  H,  H,  H,  R,  H,  H,  R,  H,  H,  R,  R,  R,  R,  H] },
-    Row { phase: PhaseKind::Stopped,         inputs: [R,  R,  H,  R,  R,  I,  R,  H,  I,  H,  H,  H,  R,  H,  H,  H,  H,  R,  R,  R,  H,  H,  H,  R,  H,  H,  R,  H,  H,  I,  R,  I,  R,  R] },
-    Row { phase: PhaseKind::RemovePending,   inputs: [R,  R,  R,  R,  R,  I,  R,  R,  H,  H,  H,  H,  R,  H,  R,  H,  H,  R,  R,  R,  H,  R,  R,  R,  H,  H,  R,  R,  R,  R,  R,  R,  R,  H] },
-    Row { phase: PhaseKind::Failed,          inputs: [R,  R,  R,  R,  R,  I,  R,  H,  I,  H,  H,  H,  R,  H,  R,  H,  H,  R,  R,  R,  H,  R,  H,  R,  H,  H,  R,  R,  H,  R,  R,  R,  R,  H] },
-    Row { phase: PhaseKind::SurpriseRemoved, inputs: [R,  R,  R,  H,  R,  I,  R,  R,  I,  H,  I,  H,  H,  H,  R,  H,  H,  R,  R,  R,  R,  R,  R,  R,  H,  H,  R,  R,  R,  R,  H,  R,  H,  H] },
-    Row { phase: PhaseKind::Removing,        inputs: [R,  R,  R,  H,  R,  I,  R,  R,  I,  H,  H,  H,  H,  H,  R,  H,  H,  R,  R,  R,  R,  R,  R,  R,  H,  H,  R,  R,  R,  R,  H,  R,  H,  H] },
-    Row { phase: PhaseKind::PoweringDown,    inputs: [R,  R,  R,  R,  R,  I,  R,  R,  I,  H,  H,  H,  R,  H,  H,  H,  H,  H,  H,  R,  H,  H,  H,  H,  H,  H,  R,  H,  H,  R,  H,  R,  R,  H] },
-    Row { phase: PhaseKind::LowPower,        inputs: [R,  R,  R,  R,  H,  I,  R,  H,  I,  H,  H,  H,  R,  H,  H,  H,  H,  H,  H,  R,  H,  H,  H,  H,  H,  H,  R,  H,  H,  H,  R,  H,  R,  R] },
-    Row { phase: PhaseKind::PoweringUp,      inputs: [R,  R,  R,  R,  R,  I,  R,  R,  I,  H,  H,  H,  R,  H,  H,  H,  H,  H,  H,  R,  H,  H,  H,  H,  H,  H,  R,  H,  H,  R,  R,  H,  H,  R] },
+    //                                                Add Cfg Sta SDn QSt CSt Stp QRm CRm Rem Spr Fat RDn Lnk Reg Unr CbD Acq RRq REx Bnd Hld Rel Acc Fnc AcD CnR CnP CaP PDn PDD PUp PUD FPC JRG LRG Nck
+    Row { phase: PhaseKind::Absent,          inputs: [H,  R,  R,  R,  R,  R,  R,  R,  R,  R,  R,  R,  R,  R,  R,  H,  R,  R,  R,  R,  R,  R,  R,  R,  R,  R,  R,  R,  R,  R,  R,  R,  R,  R, R,  R,  R] },
+    Row { phase: PhaseKind::Added,           inputs: [R,  H,  H,  R,  R,  I,  R,  H,  I,  H,  H,  H,  R,  H,  H,  H,  H,  R,  R,  R,  H,  H,  H,  R,  H,  H,  R,  H,  H,  I,  R,  R,  R,  R, H,  H,  R] },
+    Row { phase: PhaseKind::Starting,        inputs: [R,  R,  R,  H,  R,  I,  R,  R,  I,  R,  H,  H,  R,  H,  H,  H,  H,  R,  R,  R,  H,  H,  H,  R,  H,  H,  R,  H,  H,  R,  R,  R,  R,  R, H,  H,  R] },
+    Row { phase: PhaseKind::Running,         inputs: [R,  R,  R,  R,  H,  I,  R,  H,  I,  H,  H,  H,  R,  H,  H,  H,  H,  H,  H,  R,  H,  H,  H,  H,  H,  H,  R,  H,  H,  H,  R,  I,  R,  H, H,  H,  R] },
+    Row { phase: PhaseKind::Quiescing,       inputs: [R,  R,  R,  R,  V,  I,  R,  V,  I,  H,  H,  H,  R,  H,  H,  H,  H,  R,  H,  H,  H,  H,  H,  H,  H,  H,  H,  H,  H,  H,  R,  I,  R,  H, R,  R,  H] },
+    Row { phase: PhaseKind::Executing,       inputs: [R,  R,  R,  R,  V,  I,  R,  V,  I,  D,  H,  H,  H,  H,  H,  H,  H,  R,  H,  R,  H,  H,  H,  R,  H,  H,  R,  H,  H,  H,  R,  I,  R,  R, R,  R,  R] },
+    Row { phase: PhaseKind::StopPending,     inputs: [R,  R,  R,  R,  R,  H,  H,  R,  I,  H,  H,  H,  R,  H,  H,  H,  H,  R,  R,  R,  H,  H,  H,  R,  H,  H,  R,  H,  H,  R,  R,  R,  R,  H, H,  H,  R] },
+    Row { phase: PhaseKind::Stopping,        inputs: [R,  R,  R,  R,  R,  I,  R,  R,  I,  R,  H,  H,  R,  H,  H,  H,  H,  R,  R,  R,  H,  H,  H,  R,  H,  H,  R,  H,  H,  R,  R,  R,  R,  H, H,  H,  R] },
+    Row { phase: PhaseKind::Stopped,         inputs: [R,  R,  H,  R,  R,  I,  R,  H,  I,  H,  H,  H,  R,  H,  H,  H,  H,  R,  R,  R,  H,  H,  H,  R,  H,  H,  R,  H,  H,  I,  R,  I,  R,  R, H,  H,  R] },
+    Row { phase: PhaseKind::RemovePending,   inputs: [R,  R,  R,  R,  R,  I,  R,  R,  H,  H,  H,  H,  R,  H,  R,  H,  H,  R,  R,  R,  H,  R,  R,  R,  H,  H,  R,  R,  R,  R,  R,  R,  R,  H, H,  H,  R] },
+    Row { phase: PhaseKind::Failed,          inputs: [R,  R,  R,  R,  R,  I,  R,  H,  I,  H,  H,  H,  R,  H,  R,  H,  H,  R,  R,  R,  H,  R,  H,  R,  H,  H,  R,  R,  H,  R,  R,  R,  R,  H, H,  H,  R] },
+    Row { phase: PhaseKind::SurpriseRemoved, inputs: [R,  R,  R,  H,  R,  I,  R,  R,  I,  H,  I,  H,  H,  H,  R,  H,  H,  R,  R,  R,  R,  R,  R,  R,  H,  H,  R,  R,  R,  R,  H,  R,  H,  H, H,  H,  R] },
+    Row { phase: PhaseKind::Removing,        inputs: [R,  R,  R,  H,  R,  I,  R,  R,  I,  H,  H,  H,  H,  H,  R,  H,  H,  R,  R,  R,  R,  R,  R,  R,  H,  H,  R,  R,  R,  R,  H,  R,  H,  H, H,  H,  R] },
+    Row { phase: PhaseKind::PoweringDown,    inputs: [R,  R,  R,  R,  R,  I,  R,  R,  I,  H,  H,  H,  R,  H,  H,  H,  H,  H,  H,  R,  H,  H,  H,  H,  H,  H,  R,  H,  H,  R,  H,  R,  R,  H, H,  H,  R] },
+    Row { phase: PhaseKind::LowPower,        inputs: [R,  R,  R,  R,  H,  I,  R,  H,  I,  H,  H,  H,  R,  H,  H,  H,  H,  H,  H,  R,  H,  H,  H,  H,  H,  H,  R,  H,  H,  H,  R,  H,  R,  R, H,  H,  R] },
+    Row { phase: PhaseKind::PoweringUp,      inputs: [R,  R,  R,  R,  R,  I,  R,  R,  I,  H,  H,  H,  R,  H,  H,  H,  H,  H,  H,  R,  H,  H,  H,  H,  H,  H,  R,  H,  H,  R,  R,  H,  H,  R, H,  H,  R] },
 ];
 
 // Evaluated at compile time: a bad row fails the build, never a running driver.

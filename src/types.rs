@@ -65,6 +65,14 @@ impl PortSet {
 }
 
 ordered_type! {
+    /// A reset group: devices that share one hardware reset (the functions of one chip, a
+    /// physical function and its virtual functions), declared by the owner with
+    /// [`Input::JoinResetGroup`]. An index below the machine's `DEVICES` capacity (a group
+    /// has at least one member, so there are never more groups than devices).
+    pub struct GroupId(pub u8);
+}
+
+ordered_type! {
     /// A client registration: the registry slot plus the slot's generation when the client
     /// registered. A handle from before never names a later client of the same slot.
     pub struct ClientHandle {
@@ -533,6 +541,45 @@ value_type! {
             /// Operations that began on the fast path and have not ended.
             in_flight: u32,
         },
+        /// The owner declares that the device shares its hardware reset with the other
+        /// members of `group` (DESIGN.md "Reset groups"). From then on a reset request or
+        /// fatal error on any member runs one cycle for the whole group: every voter of
+        /// every member is told `RESET`, and once all answered, left or were revoked the
+        /// single [`HardwareCommand::Reset`] is commanded through one member, the
+        /// *carrier* (the lowest-numbered member taking part, never one that vanished);
+        /// the owner resets the whole group and answers [`Input::ResetDone`] for the
+        /// carrier, and every member ends with `RESET_END` at its own new epoch. A member
+        /// that cannot take part ends the group's cycle without a reset
+        /// ([`CycleOutcome::CannotReset`]), as does the group's one deadline
+        /// ([`Config::group_cycle_timeout`]). Accepted in every present state but a reset
+        /// cycle; refused with [`Error::AlreadyInResetGroup`] for a member of a group,
+        /// [`Error::NoSuchGroup`] for an id beyond `DEVICES`, and
+        /// [`Error::GroupCycleInProgress`] while the group runs a cycle. A device leaves
+        /// its group when it is removed (its slot becomes free).
+        JoinResetGroup {
+            /// The device.
+            device: DeviceId,
+            /// The group it joins.
+            group: GroupId,
+        },
+        /// The device no longer shares its hardware reset: it resets alone again. Accepted
+        /// (doing nothing) for a device in no group; refused like
+        /// [`Input::JoinResetGroup`] during a cycle of the device or its group.
+        LeaveResetGroup {
+            /// The device.
+            device: DeviceId,
+        },
+        /// A voter answers `RESET` refusing it (mlx5's "nack" of a synchronised reset, a
+        /// function whose remote reset is disabled). The cycle ends with no hardware
+        /// reset: for a device in a reset group, the whole group's cycle. Every requester
+        /// is answered [`CycleOutcome::CannotReset`] naming the device and the client, and
+        /// every client told `RESET` is told [`Event::Recovered`] (its interface is still
+        /// good). Refused like [`Input::ResetExecute`] ([`Error::NotVoting`],
+        /// [`Error::ResetNotDelivered`]) for a client that may not answer.
+        ResetNack {
+            /// The client.
+            client: ClientHandle,
+        },
         /// The owner's timer fired: the `now` passed with it reached
         /// [`crate::Lifecycle::poll_timeout`]. Early or spurious timeouts do nothing.
         Timeout,
@@ -573,6 +620,9 @@ impl Input {
             Input::Access { .. } => InputKind::Access,
             Input::FenceDone { .. } => InputKind::FenceDone,
             Input::FastPathClosed { .. } => InputKind::FastPathClosed,
+            Input::JoinResetGroup { .. } => InputKind::JoinResetGroup,
+            Input::LeaveResetGroup { .. } => InputKind::LeaveResetGroup,
+            Input::ResetNack { .. } => InputKind::ResetNack,
             Input::AccessDone { .. } => InputKind::AccessDone,
             Input::CanRecover { .. } => InputKind::CanRecover,
             Input::CannotPause { .. } => InputKind::CannotPause,
@@ -627,7 +677,9 @@ impl Input {
             | Input::PowerDown { device, .. }
             | Input::PowerDownDone { device }
             | Input::PowerUp { device, .. }
-            | Input::PowerUpDone { device, .. } => Some(device),
+            | Input::PowerUpDone { device, .. }
+            | Input::JoinResetGroup { device, .. }
+            | Input::LeaveResetGroup { device } => Some(device),
             Input::Unregister { client }
             | Input::CallbackDone { client }
             | Input::FenceDone { client }
@@ -639,6 +691,7 @@ impl Input {
             | Input::AcquireInterface { client }
             | Input::ResetRequest { client }
             | Input::ResetExecute { client }
+            | Input::ResetNack { client }
             | Input::Bind { client, .. }
             | Input::Hold { client }
             | Input::ReleaseHold { client }
@@ -666,8 +719,9 @@ value_type! {
             /// The new epoch.
             epoch: Epoch,
         },
-        /// The cycle ended without a hardware reset (every voter could recover): the
-        /// interface of `epoch` (unchanged) is still good; resume.
+        /// The cycle ended without a hardware reset (every voter could recover, or the
+        /// reset could not be done: see [`CycleOutcome::CannotReset`]): the interface of
+        /// `epoch` (unchanged) is still good; resume.
         Recovered {
             /// The epoch, the same as before the cycle.
             epoch: Epoch,
@@ -729,7 +783,11 @@ value_type! {
     pub enum HardwareCommand {
         /// Claim resources and start the hardware; answer with [`Input::StartDone`].
         Start,
-        /// Execute the hardware reset; answer with [`Input::ResetDone`].
+        /// Execute the hardware reset; answer with [`Input::ResetDone`]. For a member of a
+        /// reset group ([`Input::JoinResetGroup`]) this device is the group's *carrier*:
+        /// reset every function of the group (mlx5's synchronised reset, a PCI slot
+        /// reset) and answer [`Input::ResetDone`] for this device only; the machine ends
+        /// every member's cycle from that one answer.
         Reset,
         /// Quiesce the hardware (touches registers). Never issued after surprise removal.
         Shutdown,
@@ -782,6 +840,34 @@ value_type! {
         /// A fatal error that arrived while a stop was pending was folded into the stop:
         /// the hardware was shut down and the restart re-initialises it.
         FoldedIntoStop,
+        /// The cycle ended with no hardware reset because `member` could not take part
+        /// (for a device in no reset group, `member` is the device itself): the epoch is
+        /// unchanged, and every client told `RESET` was told [`Event::Recovered`]. Every
+        /// member of a reset group that took part answers its requesters with this same
+        /// outcome.
+        CannotReset {
+            /// The device that could not take part.
+            member: DeviceId,
+            /// Why.
+            reason: CannotResetReason,
+        },
+    }
+}
+
+value_type! {
+    /// Why a reset cycle ended without the hardware reset ([`CycleOutcome::CannotReset`]).
+    #[non_exhaustive]
+    pub enum CannotResetReason {
+        /// A voter refused the reset ([`Input::ResetNack`]).
+        ClientRefused(ClientHandle),
+        /// The member is in a state that cannot take part in its group's reset: not
+        /// started, starting, stop pending, stopping, stopped, remove pending or failed.
+        MemberState(PhaseKind),
+        /// The member is in, or going to, system sleep.
+        SystemSleep,
+        /// The group's cycle reached its one deadline ([`Config::group_cycle_timeout`]
+        /// after it began) before the member was ready.
+        DeadlinePassed,
     }
 }
 
@@ -1091,6 +1177,18 @@ value_type! {
         },
         /// The epoch counter is at its maximum: no more reset cycles.
         EpochExhausted,
+        /// The device is already a member of a reset group: leave it first.
+        AlreadyInResetGroup {
+            /// The group it belongs to.
+            group: GroupId,
+        },
+        /// The group id is not below the `DEVICES` capacity.
+        NoSuchGroup,
+        /// The device's reset group runs a cycle: membership changes wait for its end.
+        GroupCycleInProgress {
+            /// The group.
+            group: GroupId,
+        },
         /// The output queue lacks room for the worst case of this input: drain it first.
         OutputBacklog {
             /// Free entries needed.
@@ -1165,6 +1263,24 @@ impl Config {
         callback_timeout: 5_000,
         operation_timeout: 2_000,
     };
+}
+
+impl Config {
+    /// The one deadline of a reset group's cycle, counted from the input that began it:
+    /// the longest a member's voter may legitimately take (its `RESET` held behind a
+    /// callback, then its answer), plus the drain of hardware operations. Reached before
+    /// the hardware reset is commanded, the group's cycle ends without a reset
+    /// ([`CannotResetReason::DeadlinePassed`]). Derived, so a `Config` stays as it was.
+    #[must_use]
+    pub const fn group_cycle_timeout(&self) -> u64 {
+        let ack = if self.trusted_ack_timeout > self.untrusted_ack_timeout {
+            self.trusted_ack_timeout
+        } else {
+            self.untrusted_ack_timeout
+        };
+        ack.saturating_add(self.callback_timeout)
+            .saturating_add(self.operation_timeout)
+    }
 }
 
 impl Default for Config {

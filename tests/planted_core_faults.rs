@@ -351,7 +351,7 @@ fn a_suspend_without_resume_breaks_i14() {
 /// Every planted fault has a test (the five fast-path gate faults below).
 #[test]
 fn every_planted_fault_is_covered() {
-    assert_eq!(Fault::ALL.len(), 21);
+    assert_eq!(Fault::ALL.len(), 24);
     let _ = Small::DEVICES;
 }
 

@@ -542,6 +542,12 @@ fn candidates(kind: InputKind, o: &O) -> Vec<Input> {
         InputKind::AcquireInterface => per_client(&|client| Input::AcquireInterface { client }),
         InputKind::ResetRequest => per_client(&|client| Input::ResetRequest { client }),
         InputKind::ResetExecute => per_client(&|client| Input::ResetExecute { client }),
+        InputKind::ResetNack => per_client(&|client| Input::ResetNack { client }),
+        InputKind::JoinResetGroup => vec![Input::JoinResetGroup {
+            device: DEV,
+            group: GroupId(0),
+        }],
+        InputKind::LeaveResetGroup => vec![Input::LeaveResetGroup { device: DEV }],
         InputKind::Bind => per_client(&|client| Input::Bind {
             client,
             ports: PortSet::single(P1),

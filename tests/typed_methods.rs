@@ -568,6 +568,9 @@ fn typed(m: &mut Fuzz, now: Tick, input: Input) -> Result<Reply, Error> {
         }
         Input::ResetRequest { client } => m.reset_request(now, client).map(Reply::Reset),
         Input::ResetExecute { client } => ok(m.reset_execute(now, client)),
+        Input::ResetNack { client } => ok(m.reset_nack(now, client)),
+        Input::JoinResetGroup { device, group } => ok(m.join_reset_group(now, device, group)),
+        Input::LeaveResetGroup { device } => ok(m.leave_reset_group(now, device)),
         Input::Bind { client, ports } => ok(m.bind(now, client, ports)),
         Input::Hold { client } => ok(m.hold(now, client)),
         Input::ReleaseHold { client } => ok(m.release_hold(now, client)),

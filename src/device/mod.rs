@@ -14,6 +14,7 @@ use crate::types::*;
 mod clients;
 mod deadlines;
 pub(crate) mod fast;
+pub(crate) mod group;
 mod links;
 mod phase;
 mod pnp;
@@ -85,6 +86,8 @@ pub(crate) struct Device<const C: usize, const P: usize> {
     pub(crate) fast_path: bool,
     /// The device entered running during the input under way: its gates open at its end.
     pub(crate) gates_to_open: bool,
+    /// Its reset group and its part in the group's cycle (see `group`).
+    pub(crate) group: group::Member,
 }
 
 impl<const C: usize, const P: usize> Device<C, P> {
@@ -99,6 +102,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
             earliest: Earliest::NONE,
             fast_path: false,
             gates_to_open: false,
+            group: group::Member::NONE,
         }
     }
 
@@ -226,7 +230,12 @@ impl<const C: usize, const P: usize> Device<C, P> {
             Input::PowerDownDone { .. } => accepted(self.power_down_done(cx)),
             Input::PowerUp { token, .. } => accepted(self.power_up(cx, token)),
             Input::PowerUpDone { result, .. } => accepted(self.power_up_done(cx, result)),
-            Input::Timeout | Input::Unload => Err(self.refuse(input.kind())),
+            Input::ResetNack { client } => accepted(self.reset_nack(cx, client)),
+            // Membership is the driver's (`machine/groups.rs`): never dispatched here.
+            Input::JoinResetGroup { .. }
+            | Input::LeaveResetGroup { .. }
+            | Input::Timeout
+            | Input::Unload => Err(self.refuse(input.kind())),
         };
         // I13, I9: `poll_timeout` reads the earliest deadline kept here.
         self.refresh_deadline(cx.config);

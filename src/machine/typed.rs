@@ -479,6 +479,47 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Lifecycle<D
         self.accept(now, Input::ResetExecute { client })
     }
 
+    /// Answer `RESET` refusing the reset ([`Input::ResetNack`], mlx5's nack): the cycle
+    /// (for a member of a reset group, the group's) ends without a hardware reset,
+    /// answered [`CycleOutcome::CannotReset`] naming this client.
+    ///
+    /// # Errors
+    ///
+    /// As [`reset_execute`](Self::reset_execute).
+    pub fn reset_nack(&mut self, now: Tick, client: ClientHandle) -> Result<(), Error> {
+        self.accept(now, Input::ResetNack { client })
+    }
+
+    /// Declare that `device` shares its hardware reset with the other members of `group`
+    /// ([`Input::JoinResetGroup`], DESIGN.md "Reset groups").
+    ///
+    /// # Errors
+    ///
+    /// [`Error::AlreadyInResetGroup`] for a member of a group, [`Error::NoSuchGroup`] for
+    /// an id beyond `DEVICES`, [`Error::GroupCycleInProgress`] while the group runs a
+    /// cycle, [`Error::InvalidState`] for an absent device or during the device's own
+    /// reset cycle; and the refusals of every input ([`handle`](Self::handle)).
+    pub fn join_reset_group(
+        &mut self,
+        now: Tick,
+        device: DeviceId,
+        group: GroupId,
+    ) -> Result<(), Error> {
+        self.accept(now, Input::JoinResetGroup { device, group })
+    }
+
+    /// `device` resets alone again ([`Input::LeaveResetGroup`]); nothing to do for a
+    /// device in no group.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::GroupCycleInProgress`] while its group runs a cycle,
+    /// [`Error::InvalidState`] for an absent device or during the device's own reset
+    /// cycle; and the refusals of every input ([`handle`](Self::handle)).
+    pub fn leave_reset_group(&mut self, now: Tick, device: DeviceId) -> Result<(), Error> {
+        self.accept(now, Input::LeaveResetGroup { device })
+    }
+
     /// Answer `RESET`: quiesced, and can recover without a reset ([`Input::CanRecover`]).
     /// If every voter says so, the cycle ends without a hardware reset.
     ///

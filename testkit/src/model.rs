@@ -24,11 +24,11 @@
 
 use pnp_lifecycle::table::{Disposition, TABLE};
 use pnp_lifecycle::{
-    Access, BindingCaps, ClientHandle, ClientKind, ClientState, ClientView, Config, CycleOutcome,
-    DeviceId, DriverPhase, Epoch, Error, Event, FailureCause, FastPathGate, FatalAnswer,
-    HardwareCommand, Input, InputKind, LinkState, Output, PhaseKind, PhysPort, PortCaps, PortSet,
-    PowerDownKind, PowerUpResult, Reply, RequestToken, ResetAnswer, ResetResult, Role, StartResult,
-    Status, Tick, TrustedTimeoutPolicy, Unregistered, VetoReason,
+    Access, BindingCaps, CannotResetReason, ClientHandle, ClientKind, ClientState, ClientView,
+    Config, CycleOutcome, DeviceId, DriverPhase, Epoch, Error, Event, FailureCause, FastPathGate,
+    FatalAnswer, GroupId, HardwareCommand, Input, InputKind, LinkState, Output, PhaseKind,
+    PhysPort, PortCaps, PortSet, PowerDownKind, PowerUpResult, Reply, RequestToken, ResetAnswer,
+    ResetResult, Role, StartResult, Status, Tick, TrustedTimeoutPolicy, Unregistered, VetoReason,
 };
 
 /// Hardware operations one client may have in flight (the core documents 16).
@@ -302,6 +302,8 @@ struct Dev {
     cls: Vec<Cl>,
     /// The owner runs the fast path: gates open and close.
     fast: bool,
+    /// The reset group the owner declared, if any.
+    group: Option<GroupId>,
 }
 
 /// The reference model of a whole driver: `devices` devices of `clients` client slots and
@@ -391,6 +393,7 @@ impl Clone for Dev {
             ports: self.ports.clone(),
             cls: self.cls.clone(),
             fast: self.fast,
+            group: self.group,
         }
     }
     fn clone_from(&mut self, source: &Self) {
@@ -400,6 +403,7 @@ impl Clone for Dev {
         self.ports.clone_from(&source.ports);
         self.cls.clone_from(&source.cls);
         self.fast = source.fast;
+        self.group = source.group;
     }
 }
 
@@ -438,6 +442,7 @@ impl Model {
             ports: vec![None; ports],
             cls: vec![Cl::free(0); clients],
             fast: false,
+            group: None,
         };
         Model {
             config,
@@ -705,7 +710,23 @@ impl Model {
             unloading,
             out,
         };
-        let reply = self.devs[di].input(&mut cx, input)?;
+        let reply = match input {
+            Input::JoinResetGroup { group, .. } => {
+                if let Some(current) = self.devs[di].group {
+                    return Err(Error::AlreadyInResetGroup { group: current });
+                }
+                if usize::from(group.0) >= self.devs.len() {
+                    return Err(Error::NoSuchGroup);
+                }
+                self.devs[di].group = Some(group);
+                Reply::Accepted
+            }
+            Input::LeaveResetGroup { .. } => {
+                self.devs[di].group = None;
+                Reply::Accepted
+            }
+            _ => self.devs[di].input(&mut cx, input)?,
+        };
         self.devs[di].after(&mut cx);
         Ok(reply)
     }
@@ -1491,6 +1512,9 @@ impl Dev {
             Input::PowerUpDone { result, .. } => {
                 self.power_up_done(cx, result).map(|_| Reply::Accepted)
             }
+            Input::ResetNack { client } => self.nack(cx, client).map(|_| Reply::Accepted),
+            // Membership is the driver's (`Model::step`), never here.
+            Input::JoinResetGroup { .. } | Input::LeaveResetGroup { .. } => Err(Error::NoSuchGroup),
             Input::Timeout | Input::Unload => Err(Error::NoSuchDevice),
         }
     }
@@ -1649,6 +1673,10 @@ impl Dev {
     fn after(&mut self, cx: &mut Cx<'_>) {
         self.sleep_after(cx);
         self.settle_gates(cx);
+        if self.st == St::Absent {
+            // A device removed leaves its reset group.
+            self.group = None;
+        }
     }
 
     fn sleep_after(&mut self, cx: &mut Cx<'_>) {
@@ -1668,6 +1696,37 @@ impl Dev {
                 cx.done(token, Status::DeviceGone);
             }
         }
+    }
+
+    /// A voter refuses RESET: alone, the cycle ends with no reset, the clients told
+    /// `Recovered`, the requesters `CannotReset` naming the client.
+    fn nack(&mut self, cx: &mut Cx<'_>, client: ClientHandle) -> Result<(), Error> {
+        let i = live_index(self, client)?;
+        if self.cls[i].role != Role::Voting {
+            return Err(Error::NotVoting);
+        }
+        if self.cls[i].mbox.ordered.contains(&Event::Reset) {
+            return Err(Error::ResetNotDelivered);
+        }
+        let outcome = CycleOutcome::CannotReset {
+            member: cx.d,
+            reason: CannotResetReason::ClientRefused(client),
+        };
+        self.end_without_reset(cx, outcome);
+        Ok(())
+    }
+
+    /// End the quiescing cycle with no reset: same epoch, every live client told
+    /// `Recovered`, the cycle answered `outcome`.
+    fn end_without_reset(&mut self, cx: &mut Cx<'_>, outcome: CycleOutcome) {
+        if !matches!(self.st, St::Quiescing { .. }) {
+            return;
+        }
+        self.all_roles(Role::Idle);
+        self.st = St::Running;
+        let epoch = Epoch(self.epoch);
+        self.tell_live(cx, Event::Recovered { epoch });
+        cx.cycle(outcome);
     }
 
     /// A voter answers RESET: `needs_reset` for ResetExecute, not for CanRecover.
