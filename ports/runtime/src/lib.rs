@@ -61,6 +61,7 @@ extern crate alloc;
 extern crate std;
 
 mod fast;
+mod group;
 mod owner;
 #[cfg(pnp_faults)]
 pub mod planted;
@@ -71,6 +72,7 @@ mod shuttle_kernel;
 mod std_kernel;
 
 pub use fast::{AtomicWord, End, Gate, Ticket};
+pub use group::GroupReset;
 pub use owner::{Completion, ContextId, Done, News, Os, Owner, Work};
 pub use runtime::{
     carry_out, Begin, Clock, Dispatch, Kernel, Monitor, Operation, Runtime, UnloadError,
