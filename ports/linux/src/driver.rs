@@ -251,14 +251,14 @@ impl<K: Kernel, O: LinuxPort> Driver<K, O> {
     /// recovery: a reset no `slot_reset` claimed will not run (reported failed: the
     /// teardown touches no register), one claimed and never resumed was done.
     pub fn begin_remove(&self, dev: DeviceId) -> Result<Pending, LinuxError> {
-        let d = dev_index(dev)?;
+        dev_index(dev)?;
         self.with(|o, now, s| {
             let pending = Pending::default();
             o.submit(now, pending.clone(), |token| Input::Remove {
                 device: dev,
                 token,
             })?;
-            end_reset(o, now, dev, std::mem::take(&mut s.devs[d].claimed));
+            end_claimed(o, now, s, dev);
             Ok(pending)
         })
     }
@@ -536,7 +536,7 @@ impl<K: Kernel, O: LinuxPort> Driver<K, O> {
         if state == PciChannelState::PermFailure {
             self.with(|o, now, s| {
                 let _ = o.feed(now, Input::SurpriseRemoval { device: dev });
-                end_reset(o, now, dev, std::mem::take(&mut s.devs[d].claimed));
+                end_claimed(o, now, s, dev);
             });
             return PciErsResult::Disconnect;
         }
@@ -550,6 +550,9 @@ impl<K: Kernel, O: LinuxPort> Driver<K, O> {
             );
             if !in_cycle {
                 s.attachments(d).for_each(|a| a.mmio_owed = false); // a past cycle's
+            }
+            if crate::group::in_group_cycle(o, dev) {
+                return PciErsResult::NeedReset; // the slot's one error, on another function
             }
             match o.feed(now, Input::FatalError { device: dev }) {
                 Ok(Reply::Fatal(FatalAnswer::Served(_) | FatalAnswer::Deferred)) => {
@@ -691,7 +694,7 @@ impl<K: Kernel, O: LinuxPort> Driver<K, O> {
                 // Reported by `resume` (clients get theirs then), or by remove.
                 ResetResult::Succeeded if *claimed => PciErsResult::Recovered,
                 ResetResult::Failed if std::mem::take(claimed) => {
-                    end_reset(o, now, dev, false);
+                    report_reset(o, now, s, dev, true, ResetResult::Failed);
                     PciErsResult::Disconnect
                 }
                 _ => PciErsResult::Disconnect, // remove or perm failure took it meanwhile
@@ -706,7 +709,7 @@ impl<K: Kernel, O: LinuxPort> Driver<K, O> {
         self.with(|o, now, s| {
             s.devs[d].forced = false;
             if std::mem::take(&mut s.devs[d].claimed) {
-                end_reset(o, now, dev, true);
+                end_reset(o, now, s, dev, true);
             }
         });
     }
@@ -844,8 +847,8 @@ impl<K: Kernel, O: LinuxPort> Driver<K, O> {
         self.with(|o, now, s| {
             o.feed(now, Input::Unload)?;
             // PCI remove of every device: error recovery ends, as in `begin_remove`.
-            for (d, dev) in s.devs.iter_mut().enumerate() {
-                end_reset(o, now, DeviceId(d as u8), std::mem::take(&mut dev.claimed));
+            for d in 0..MAX_DEVICES {
+                end_claimed(o, now, s, DeviceId(d as u8));
             }
             Ok(())
         })
@@ -941,18 +944,40 @@ fn attach<O: LinuxPort>(
 
 /// Report the commanded reset: done if `claimed` (re-initialised), else not done (no
 /// `slot_reset` will run it). Refused, and so harmless, when no reset is in flight.
-fn end_reset<O: LinuxPort>(o: &mut LinuxOwner<O>, now: Tick, dev: DeviceId, claimed: bool) {
+fn end_reset<O: LinuxPort>(
+    o: &mut LinuxOwner<O>,
+    now: Tick,
+    s: &mut PortState,
+    dev: DeviceId,
+    claimed: bool,
+) {
     let result = match claimed {
         true => ResetResult::Succeeded,
         false => ResetResult::Failed,
     };
-    let _ = o.feed(
-        now,
-        Input::ResetDone {
-            device: dev,
-            result,
-        },
-    );
+    report_reset(o, now, s, dev, claimed, result);
+}
+
+/// Removal ends error recovery: [`end_reset`] with whether `slot_reset` took the reset.
+fn end_claimed<O: LinuxPort>(o: &mut LinuxOwner<O>, now: Tick, s: &mut PortState, dev: DeviceId) {
+    let claimed = std::mem::take(&mut s.devs[usize::from(dev.0) % MAX_DEVICES].claimed);
+    end_reset(o, now, s, dev, claimed);
+}
+
+/// Report `dev`'s re-initialisation after the commanded reset (`took`: it ran); for a
+/// function a reset group's reset covered, to its carrier (see `crate::group`).
+fn report_reset<O: LinuxPort>(
+    o: &mut LinuxOwner<O>,
+    now: Tick,
+    s: &mut PortState,
+    dev: DeviceId,
+    took: bool,
+    result: ResetResult,
+) {
+    let Some(device) = crate::group::reset_report(s, dev, took) else {
+        return;
+    };
+    let _ = o.feed(now, Input::ResetDone { device, result });
 }
 
 /// `slot_reset`'s question: `None` while clients vote; `NeedReset` when this call took

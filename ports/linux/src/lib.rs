@@ -26,10 +26,12 @@
 
 mod driver;
 pub mod errno;
+mod group;
 mod os;
 
 pub use driver::{Driver, LinuxOwner, LinuxPort, LinuxRuntime, PortAttr};
 pub use errno::{errno_of, Errno, LinuxError};
+pub use group::SyncResetAnswer;
 pub use os::{
     failure_text, ClientId, Hardware, IbClient, IbEvent, Job, LinuxOs, NullHardware,
     PciChannelState, PciErsResult, Pending, PmOp, RemoveCause, KERNEL_LOG_LINES, MAX_CLIENTS,
