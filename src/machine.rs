@@ -239,7 +239,21 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Lifecycle<D
             }
             Disposition::Handle | Disposition::Defer => {}
         }
-        let needed = Self::DEVICE_INPUT_OUTPUTS;
+        // Reset groups: an input on a member may move every member (`machine/groups.rs`).
+        let group = device.group.group;
+        let needed = if group.is_some() {
+            Self::DRIVER_INPUT_OUTPUTS
+        } else {
+            Self::DEVICE_INPUT_OUTPUTS
+        };
+        let carrier_done = match input {
+            // The group's reset went through its carrier: only the carrier reports it.
+            Input::ResetDone { .. } if device.group.awaits_group_reset && !device.group.carrier => {
+                return Err(Error::NoHardwareCommandInFlight)
+            }
+            Input::ResetDone { result, .. } if device.group.carrier => Some(result),
+            _ => None,
+        };
         if self.outputs.free() < needed {
             return Err(Error::OutputBacklog {
                 needed: u16::try_from(needed).unwrap_or(u16::MAX),
@@ -267,6 +281,9 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Lifecycle<D
             device.open_gates_when_settled(&mut cx); // fast path: gates open once settled
             device.leave_group_if_absent();
             self.now = now;
+            if let Some(group) = group {
+                self.settle_group(group, carrier_done);
+            }
             self.finish_unload_if_done();
         }
         result
@@ -287,6 +304,7 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Lifecycle<D
             device.on_timeout(&mut cx);
             device.leave_group_if_absent();
         }
+        self.settle_group_cycles();
         self.finish_unload_if_done();
         Ok(())
     }
@@ -312,6 +330,7 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Lifecycle<D
             device.unload(&mut cx);
             device.leave_group_if_absent();
         }
+        self.settle_group_cycles();
         self.finish_unload_if_done();
         Ok(())
     }
@@ -387,7 +406,11 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Lifecycle<D
             return None;
         }
         // Each device keeps its earliest deadline current: O(1) a device.
-        self.devices.iter().filter_map(|d| d.next_deadline()).min()
+        let devices = self.devices.iter().filter_map(|d| d.next_deadline()).min();
+        match (devices, self.next_group_deadline()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     /// The `now` of the last input accepted.

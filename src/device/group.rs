@@ -110,3 +110,170 @@ impl<const C: usize, const P: usize> Device<C, P> {
         self.refresh_deadline(cx.config);
     }
 }
+
+/// What a member can do when its group's cycle begins.
+pub(crate) enum Part {
+    /// It vanished (surprise-removed, being removed, or absent): it neither takes part
+    /// nor blocks, and no reset is commanded through it.
+    Vanished,
+    /// It takes part: told `RESET` now, or once powered up from an idle power-down.
+    Joins,
+    /// It cannot take part: the group's cycle ends without a reset, for this reason.
+    Blocks(CannotResetReason),
+}
+
+impl<const C: usize, const P: usize> Device<C, P> {
+    /// Whether the device wants a cycle its group does not run yet: it began one (a
+    /// request or fatal error on it), or waits for an idle power-up to serve one. A reset
+    /// asked in system sleep waits for the owner's power-up, as it does alone.
+    pub(crate) fn wants_group_cycle(&self) -> bool {
+        !self.group.taking_part
+            && match self.phase {
+                Phase::Quiescing { .. } | Phase::PoweringUp { reset: true, .. } => true,
+                Phase::PoweringDown {
+                    kind: PowerDownKind::Idle,
+                    reset,
+                    ..
+                }
+                | Phase::LowPower {
+                    kind: PowerDownKind::Idle,
+                    reset,
+                } => reset,
+                _ => false,
+            }
+    }
+
+    /// What the device can do in a group's cycle beginning now.
+    pub(crate) fn group_part(&self) -> Part {
+        match self.phase {
+            Phase::Absent | Phase::SurpriseRemoved { .. } | Phase::Removing { .. } => {
+                if planted!(GroupRemovedMemberBlocks) && !matches!(self.phase, Phase::Absent) {
+                    return Part::Blocks(CannotResetReason::MemberState(self.phase.kind()));
+                }
+                Part::Vanished
+            }
+            Phase::Running | Phase::Quiescing { .. } | Phase::PoweringUp { .. } => Part::Joins,
+            Phase::PoweringDown { kind, .. } | Phase::LowPower { kind, .. } => match kind {
+                PowerDownKind::Idle => Part::Joins,
+                PowerDownKind::SystemSleep => Part::Blocks(CannotResetReason::SystemSleep),
+            },
+            _ => Part::Blocks(CannotResetReason::MemberState(self.phase.kind())),
+        }
+    }
+
+    /// The group's cycle begins: every voter is told `RESET` (a running member begins its
+    /// cycle, held for the group once quiesced); a member in an idle power-down is
+    /// powered up first (its cycle begins once it is back).
+    pub(crate) fn join_group_cycle<const Q: usize>(&mut self, cx: &mut Ctx<'_, Q>) {
+        if !matches!(self.group_part(), Part::Joins) {
+            return;
+        }
+        // A member that began the cycle may be quiesced already (no voter): it stays ready.
+        let ready = self
+            .group
+            .ready
+            .filter(|_| matches!(self.phase, Phase::Quiescing { .. }));
+        self.group.leave_cycle();
+        self.group.taking_part = true;
+        self.group.ready = ready;
+        let begun = match self.phase {
+            Phase::Quiescing { .. } => true,
+            _ if self.wants_power_up_reset() => true,
+            _ => self.request_reset(cx).is_ok(),
+        };
+        if !begun {
+            // Only an exhausted epoch refuses: no cycle can run on it.
+            self.group.taking_part = false;
+        }
+        self.refresh_deadline(cx.config);
+    }
+
+    /// A reset waits for the power-up already.
+    fn wants_power_up_reset(&self) -> bool {
+        matches!(
+            self.phase,
+            Phase::PoweringDown { reset: true, .. }
+                | Phase::LowPower { reset: true, .. }
+                | Phase::PoweringUp { reset: true, .. }
+        )
+    }
+
+    /// Whether the device, taking part, is still in the group's cycle: quiescing, or
+    /// waiting for the power-up that begins its cycle. A member removed, surprise-removed,
+    /// failed, or served by a lost-state power-up has left it.
+    pub(crate) fn still_in_group_cycle(&self) -> bool {
+        self.group.taking_part
+            && (matches!(self.phase, Phase::Quiescing { .. }) || self.wants_power_up_reset())
+    }
+
+    /// Quiesced and waiting for the group's decision: `Some(reset_needed)`.
+    pub(crate) fn group_ready(&self) -> Option<bool> {
+        match self.phase {
+            Phase::Quiescing { .. } if self.group.taking_part => self.group.ready,
+            _ => None,
+        }
+    }
+
+    /// The group's reset is commanded: this member's cycle executes; through the carrier
+    /// the one [`HardwareCommand::Reset`] goes to the owner.
+    pub(crate) fn execute_group_reset<const Q: usize>(
+        &mut self,
+        cx: &mut Ctx<'_, Q>,
+        carrier: bool,
+    ) {
+        if !matches!(self.phase, Phase::Quiescing { .. }) {
+            return;
+        }
+        self.group.ready = None;
+        self.group.awaits_group_reset = true;
+        self.group.carrier = carrier;
+        self.set_phase(
+            cx,
+            Phase::Executing {
+                then: AfterReset::Resume,
+            },
+        );
+        if carrier {
+            cx.hardware(HardwareCommand::Reset);
+        }
+        self.refresh_deadline(cx.config);
+    }
+
+    /// The carrier's reset reported: every other member that awaited it ends its cycle as
+    /// its own reset would have (RESET_END at its new epoch, or a removal under way goes
+    /// on). The carrier's own [`Input::ResetDone`] has been handled already.
+    pub(crate) fn group_reset_done<const Q: usize>(
+        &mut self,
+        cx: &mut Ctx<'_, Q>,
+        result: ResetResult,
+    ) {
+        let awaited = self.group.awaits_group_reset && !self.group.carrier;
+        self.group.leave_cycle();
+        if awaited {
+            let _ = self.reset_done(cx, result);
+            self.refresh_deadline(cx.config);
+        }
+    }
+
+    /// The group's cycle ended without a reset: end this member's part, answering its
+    /// requesters `outcome` (a reset waiting for a power-up is dropped, answered too).
+    pub(crate) fn end_group_cycle<const Q: usize>(
+        &mut self,
+        cx: &mut Ctx<'_, Q>,
+        outcome: CycleOutcome,
+    ) {
+        match self.phase {
+            Phase::Quiescing { .. } => self.end_cycle_without_reset(cx, outcome),
+            Phase::PoweringDown { ref mut reset, .. }
+            | Phase::LowPower { ref mut reset, .. }
+            | Phase::PoweringUp { ref mut reset, .. }
+                if *reset =>
+            {
+                *reset = false;
+                cx.cycle_finished(outcome);
+            }
+            _ => {}
+        }
+        self.group.leave_cycle();
+    }
+}

@@ -192,7 +192,9 @@ impl<const C: usize, const P: usize> Device<C, P> {
         else {
             return;
         };
-        if !reset_needed {
+        // Reset groups: a member's cycle ends or resets only as its group decides.
+        let grouped = self.group.group.is_some();
+        if !reset_needed && !grouped {
             // I3: every voter can recover: the cycle ends without a reset, same epoch.
             self.set_roles(Role::Idle, false);
             let epoch = self.epoch;
@@ -215,6 +217,12 @@ impl<const C: usize, const P: usize> Device<C, P> {
                     },
                 );
             }
+            return;
+        }
+        if grouped {
+            // Quiesced: the group commands its one reset once every member is
+            // (`machine/groups.rs`).
+            self.group.ready = Some(reset_needed);
             return;
         }
         self.set_phase(

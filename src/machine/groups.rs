@@ -2,8 +2,9 @@
 //! one hardware reset, and the group's cycle over its members.
 
 use super::Lifecycle;
-use crate::device::group::Member;
-use crate::device::Device;
+use crate::device::group::{Member, Part};
+use crate::device::{Ctx, Device};
+use crate::queue::OutputQueue;
 use crate::types::*;
 
 /// A reset group's cycle under way.
@@ -73,5 +74,247 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Lifecycle<D
             .copied()
             .flatten()
             .map(|c| c.deadline)
+    }
+}
+
+/// The driver's view of one group for the length of one input: the devices, the queue and
+/// the clock, split from the machine so each member gets its own context.
+pub(super) struct GroupStep<'a, const C: usize, const P: usize, const Q: usize> {
+    pub(super) devices: &'a mut [Device<C, P>],
+    pub(super) cycle: &'a mut Option<GroupCycle>,
+    pub(super) out: &'a mut OutputQueue<Q>,
+    pub(super) config: &'a Config,
+    pub(super) now: Tick,
+    pub(super) unloading: bool,
+    pub(super) group: GroupId,
+}
+
+impl<const C: usize, const P: usize, const Q: usize> GroupStep<'_, C, P, Q> {
+    /// Run `f` on every member, in device order, with its own context.
+    fn each(&mut self, mut f: impl FnMut(&mut Device<C, P>, &mut Ctx<'_, Q>)) {
+        for (index, device) in self.devices.iter_mut().enumerate() {
+            if device.group.group != Some(self.group) {
+                continue;
+            }
+            let mut cx = Ctx {
+                device: DeviceId(u8::try_from(index).unwrap_or(u8::MAX)),
+                now: self.now,
+                config: self.config,
+                unloading: self.unloading,
+                out: &mut *self.out,
+            };
+            f(device, &mut cx);
+        }
+    }
+
+    /// The first member (in device order) for which `f` gives a value.
+    fn find<T>(&self, f: impl Fn(&Device<C, P>) -> Option<T>) -> Option<(DeviceId, T)> {
+        self.devices
+            .iter()
+            .enumerate()
+            .filter(|(_, d)| d.group.group == Some(self.group))
+            .find_map(|(i, d)| f(d).map(|t| (DeviceId(u8::try_from(i).unwrap_or(u8::MAX)), t)))
+    }
+
+    /// End the group's cycle without a reset: every member taking part (or wanting a
+    /// cycle) answers its requesters `CannotReset` naming `member` and `reason`, and tells
+    /// its clients told `RESET` that the cycle ended (I4, I8).
+    fn end_without_reset(&mut self, member: DeviceId, reason: CannotResetReason) {
+        let outcome = CycleOutcome::CannotReset { member, reason };
+        debug!(
+            "reset group {} ends without a reset: {}",
+            self.group.0, outcome
+        );
+        self.each(|d, cx| {
+            if d.group.taking_part || d.wants_group_cycle() {
+                d.end_group_cycle(cx, outcome);
+            }
+        });
+        *self.cycle = None;
+    }
+
+    /// After an input that concerned a member (or the time): move the group's cycle on.
+    /// `carrier_done`: the carrier's hardware reset reported with this result.
+    pub(super) fn settle(&mut self, carrier_done: Option<ResetResult>) {
+        if let Some(result) = carrier_done {
+            if self.cycle.is_some_and(|c| c.commanded) {
+                self.each(|d, cx| d.group_reset_done(cx, result));
+                *self.cycle = None;
+            }
+        }
+        self.progress();
+        if self.cycle.is_none() && self.find(|d| d.wants_group_cycle().then_some(())).is_some() {
+            self.begin();
+            self.progress();
+        }
+        // Members back to running open their fast-path gates (as at any input's end).
+        self.each(|d, cx| d.open_gates_when_settled(cx));
+    }
+
+    /// A member wants a cycle: begin the group's, unless a member cannot take part.
+    fn begin(&mut self) {
+        let blocker = self.find(|d| match d.group_part() {
+            Part::Blocks(reason) => Some(reason),
+            Part::Vanished | Part::Joins => None,
+        });
+        if let Some((member, reason)) = blocker {
+            self.end_without_reset(member, reason);
+            return;
+        }
+        debug!("reset group {} begins a cycle", self.group.0);
+        *self.cycle = Some(GroupCycle {
+            deadline: self
+                .now
+                .0
+                .checked_add(self.config.group_cycle_timeout())
+                .map(Tick),
+            commanded: false,
+        });
+        self.each(|d, cx| d.join_group_cycle(cx));
+    }
+
+    /// The cycle under way, before its reset: members that left, a refusal, readiness.
+    fn progress(&mut self) {
+        let Some(cycle) = *self.cycle else { return };
+        if cycle.commanded {
+            return; // the carrier's ResetDone ends it
+        }
+        // A member removed or surprise-removed (or one that failed) leaves without
+        // blocking (planted: it ends the cycle).
+        let mut vanished = None;
+        self.each(|d, cx| {
+            if d.group.taking_part && !d.still_in_group_cycle() {
+                if planted!(GroupRemovedMemberBlocks)
+                    && matches!(d.group_part(), Part::Blocks(_))
+                    && vanished.is_none()
+                {
+                    vanished = Some((cx.device, d.phase.kind()));
+                }
+                d.group.leave_cycle();
+            }
+        });
+        if let Some((member, phase)) = vanished {
+            self.end_without_reset(member, CannotResetReason::MemberState(phase));
+            return;
+        }
+        if let Some((member, client)) = self.find(|d| d.group.refused_by) {
+            self.end_without_reset(member, CannotResetReason::ClientRefused(client));
+            return;
+        }
+        if self.find(|d| d.group.taking_part.then_some(())).is_none() {
+            *self.cycle = None;
+            return;
+        }
+        let waiting =
+            self.find(|d| (d.group.taking_part && d.group_ready().is_none()).then_some(()));
+        let ready = if planted!(GroupResetBeforeAllAnswered) {
+            self.find(|d| d.group_ready()).is_some()
+        } else {
+            waiting.is_none()
+        };
+        if !ready {
+            return;
+        }
+        if self
+            .find(|d| d.group_ready().filter(|&needed| needed))
+            .is_some()
+        {
+            // I3 per group: every member's voters answered, left or were revoked. The one
+            // reset goes through the first member taking part (none vanished).
+            let carrier = self.find(|d| d.group_ready().map(|_| ()));
+            let carrier = carrier.map(|(id, ())| id);
+            debug!(
+                "reset group {} resets through device {}",
+                self.group.0,
+                carrier.map_or(0, |c| c.0)
+            );
+            *self.cycle = Some(GroupCycle {
+                commanded: true,
+                ..cycle
+            });
+            self.each(|d, cx| {
+                if d.group_ready().is_some() {
+                    d.execute_group_reset(cx, Some(cx.device) == carrier);
+                }
+            });
+        } else {
+            // Every voter of every member can recover: no reset, same epochs.
+            self.each(|d, cx| {
+                if d.group_ready().is_some() {
+                    let outcome = CycleOutcome::Recovered(d.epoch);
+                    d.end_cycle_without_reset(cx, outcome);
+                }
+            });
+            *self.cycle = None;
+        }
+    }
+
+    /// The group's one deadline passed before its reset was commanded: the cycle ends
+    /// without one, naming the first member not ready.
+    pub(super) fn deadline_passed(&mut self) {
+        let Some(cycle) = *self.cycle else { return };
+        if cycle.commanded || cycle.deadline.is_none_or(|at| self.now < at) {
+            return;
+        }
+        let late = self
+            .find(|d| (d.group.taking_part && d.group_ready().is_none()).then_some(()))
+            .or_else(|| self.find(|d| d.group.taking_part.then_some(())));
+        match late {
+            Some((member, ())) => self.end_without_reset(member, CannotResetReason::DeadlinePassed),
+            None => *self.cycle = None,
+        }
+    }
+}
+
+impl<const D: usize, const C: usize, const P: usize, const Q: usize> Lifecycle<D, C, P, Q> {
+    /// Move group `group`'s cycle on after an input (see [`GroupStep::settle`]).
+    pub(super) fn settle_group(&mut self, group: GroupId, carrier_done: Option<ResetResult>) {
+        let Some(cycle) = self.group_cycles.get_mut(usize::from(group.0)) else {
+            return;
+        };
+        GroupStep {
+            devices: &mut self.devices,
+            cycle,
+            out: &mut self.outputs,
+            config: &self.config,
+            now: self.now,
+            unloading: self.driver == super::DriverPhase::Unloading,
+            group,
+        }
+        .settle(carrier_done);
+    }
+
+    /// A timeout or unload: every group with a cycle under way checks its deadline and
+    /// moves on (members may have left, answered or been revoked).
+    pub(super) fn settle_group_cycles(&mut self) {
+        for index in 0..D {
+            let Some(Some(_)) = self.group_cycles.get(index) else {
+                continue;
+            };
+            let group = GroupId(u8::try_from(index).unwrap_or(u8::MAX));
+            if let Some(cycle) = self.group_cycles.get_mut(index) {
+                GroupStep {
+                    devices: &mut self.devices,
+                    cycle,
+                    out: &mut self.outputs,
+                    config: &self.config,
+                    now: self.now,
+                    unloading: self.driver == super::DriverPhase::Unloading,
+                    group,
+                }
+                .deadline_passed();
+            }
+            self.settle_group(group, None);
+        }
+    }
+
+    /// The earliest deadline of a group's cycle waiting for its members.
+    pub(super) fn next_group_deadline(&self) -> Option<Tick> {
+        self.group_cycles
+            .iter()
+            .flatten()
+            .filter(|c| !c.commanded)
+            .filter_map(|c| c.deadline)
+            .min()
     }
 }

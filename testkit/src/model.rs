@@ -304,6 +304,31 @@ struct Dev {
     fast: bool,
     /// The reset group the owner declared, if any.
     group: Option<GroupId>,
+    /// Its part in the group's cycle under way.
+    part: Part,
+}
+
+/// A member's part in its group's cycle (DESIGN.md "Reset groups").
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+struct Part {
+    /// Takes part: its cycle waits for the group's decision.
+    on: bool,
+    /// Quiesced: `Some(reset_needed)`.
+    ready: Option<bool>,
+    /// Executing the group's reset, commanded through the carrier.
+    awaits: bool,
+    /// The group's reset went through this device.
+    carrier: bool,
+    /// A voter refused.
+    refused: Option<ClientHandle>,
+}
+
+/// A group's cycle: its deadline (`None`: beyond the clock) and whether the reset was
+/// commanded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct GroupRun {
+    deadline: Option<u64>,
+    commanded: bool,
 }
 
 /// The reference model of a whole driver: `devices` devices of `clients` client slots and
@@ -314,6 +339,8 @@ pub struct Model {
     now: u64,
     driver: DriverPhase,
     devs: Vec<Dev>,
+    /// Each reset group's cycle under way, by group id.
+    groups: Vec<Option<GroupRun>>,
 }
 
 // `Clone` by hand for the model's plain `Vec`s: `clone_from` reuses the target's
@@ -394,6 +421,7 @@ impl Clone for Dev {
             cls: self.cls.clone(),
             fast: self.fast,
             group: self.group,
+            part: self.part,
         }
     }
     fn clone_from(&mut self, source: &Self) {
@@ -404,6 +432,7 @@ impl Clone for Dev {
         self.cls.clone_from(&source.cls);
         self.fast = source.fast;
         self.group = source.group;
+        self.part = source.part;
     }
 }
 
@@ -414,6 +443,7 @@ impl Clone for Model {
             now: self.now,
             driver: self.driver,
             devs: self.devs.clone(),
+            groups: self.groups.clone(),
         }
     }
     fn clone_from(&mut self, source: &Self) {
@@ -421,6 +451,7 @@ impl Clone for Model {
         self.now = source.now;
         self.driver = source.driver;
         self.devs.clone_from(&source.devs);
+        self.groups.clone_from(&source.groups);
     }
 }
 
@@ -443,12 +474,14 @@ impl Model {
             cls: vec![Cl::free(0); clients],
             fast: false,
             group: None,
+            part: Part::default(),
         };
         Model {
             config,
             now: 0,
             driver: DriverPhase::Loaded,
             devs: vec![dev; devices],
+            groups: vec![None; devices],
         }
     }
 
@@ -703,6 +736,8 @@ impl Model {
         let unloading = self.driver == DriverPhase::Unloading;
         let now = self.now;
         let config = self.config;
+        let group = self.devs[di].group;
+        let carrier = self.devs[di].part.carrier;
         let mut cx = Cx {
             d,
             now,
@@ -718,16 +753,35 @@ impl Model {
                 if usize::from(group.0) >= self.devs.len() {
                     return Err(Error::NoSuchGroup);
                 }
+                if self.groups[usize::from(group.0)].is_some() {
+                    return Err(Error::GroupCycleInProgress { group });
+                }
                 self.devs[di].group = Some(group);
                 Reply::Accepted
             }
             Input::LeaveResetGroup { .. } => {
+                if let Some(group) = self.devs[di].group {
+                    if self.groups[usize::from(group.0)].is_some() {
+                        return Err(Error::GroupCycleInProgress { group });
+                    }
+                }
                 self.devs[di].group = None;
                 Reply::Accepted
+            }
+            Input::ResetDone { .. } if self.devs[di].part.awaits && !self.devs[di].part.carrier => {
+                // The group's reset went through its carrier, not this member.
+                return Err(Error::NoHardwareCommandInFlight);
             }
             _ => self.devs[di].input(&mut cx, input)?,
         };
         self.devs[di].after(&mut cx);
+        if let Some(group) = group {
+            let carrier_done = match input {
+                Input::ResetDone { result, .. } if carrier => Some(result),
+                _ => None,
+            };
+            self.settle(group, carrier_done, out);
+        }
         Ok(reply)
     }
 
@@ -745,6 +799,7 @@ impl Model {
             dev.tick(&mut cx);
             dev.after(&mut cx);
         }
+        self.settle_all(out);
         Ok(Reply::Accepted)
     }
 
@@ -766,7 +821,172 @@ impl Model {
             dev.unload(&mut cx);
             dev.after(&mut cx);
         }
+        self.settle_all(out);
         Ok(Reply::Accepted)
+    }
+
+    // ---- reset groups (DESIGN.md "Reset groups") ------------------------------------
+
+    /// Run `f` on every member of `g` with its own context.
+    fn members(&mut self, g: GroupId, out: &mut Out, mut f: impl FnMut(&mut Dev, &mut Cx<'_>)) {
+        let unloading = self.driver == DriverPhase::Unloading;
+        let (now, config) = (self.now, self.config);
+        for (i, dev) in self.devs.iter_mut().enumerate() {
+            if dev.group != Some(g) {
+                continue;
+            }
+            let mut cx = Cx {
+                d: DeviceId(i as u8),
+                now,
+                config,
+                unloading,
+                out,
+            };
+            f(dev, &mut cx);
+        }
+    }
+
+    /// The first member of `g` for which `f` says something.
+    fn first<T>(&self, g: GroupId, f: impl Fn(&Dev) -> Option<T>) -> Option<(DeviceId, T)> {
+        self.devs
+            .iter()
+            .enumerate()
+            .filter(|(_, d)| d.group == Some(g))
+            .find_map(|(i, d)| f(d).map(|t| (DeviceId(i as u8), t)))
+    }
+
+    /// A timeout or unload: each group's cycle checks its deadline, then moves on.
+    fn settle_all(&mut self, out: &mut Out) {
+        for gi in 0..self.groups.len() {
+            let Some(run) = self.groups[gi] else { continue };
+            let g = GroupId(gi as u8);
+            if !run.commanded && run.deadline.is_some_and(|at| self.now >= at) {
+                let late = self
+                    .first(g, |d| {
+                        (d.part.on && d.group_ready().is_none()).then_some(())
+                    })
+                    .or_else(|| self.first(g, |d| d.part.on.then_some(())));
+                match late {
+                    Some((member, ())) => {
+                        self.end_group(g, member, CannotResetReason::DeadlinePassed, out)
+                    }
+                    None => self.groups[gi] = None,
+                }
+            }
+            self.settle(g, None, out);
+        }
+    }
+
+    /// No reset for the group: every member taking part (or wanting a cycle) ends its part
+    /// answering `CannotReset`.
+    fn end_group(
+        &mut self,
+        g: GroupId,
+        member: DeviceId,
+        reason: CannotResetReason,
+        out: &mut Out,
+    ) {
+        let outcome = CycleOutcome::CannotReset { member, reason };
+        self.members(g, out, |d, cx| {
+            if d.part.on || d.wants_group_cycle() {
+                d.end_group_part(cx, outcome);
+            }
+        });
+        self.groups[usize::from(g.0)] = None;
+    }
+
+    /// After an input on a member (or the time): the group's cycle moves on.
+    fn settle(&mut self, g: GroupId, carrier_done: Option<ResetResult>, out: &mut Out) {
+        let gi = usize::from(g.0);
+        if let Some(result) = carrier_done {
+            if self.groups[gi].is_some_and(|r| r.commanded) {
+                self.members(g, out, |d, cx| {
+                    let awaited = d.part.awaits && !d.part.carrier;
+                    d.part = Part::default();
+                    if awaited {
+                        let _ = d.reset_done(cx, result);
+                    }
+                });
+                self.groups[gi] = None;
+            }
+        }
+        self.group_progress(g, out);
+        if self.groups[gi].is_none()
+            && self
+                .first(g, |d| d.wants_group_cycle().then_some(()))
+                .is_some()
+        {
+            match self.first(g, Dev::group_blocker) {
+                Some((member, reason)) => self.end_group(g, member, reason, out),
+                None => {
+                    self.groups[gi] = Some(GroupRun {
+                        deadline: self.now.checked_add(self.config.group_cycle_timeout()),
+                        commanded: false,
+                    });
+                    self.members(g, out, |d, cx| d.join_group(cx));
+                    self.group_progress(g, out);
+                }
+            }
+        }
+        self.members(g, out, |d, cx| d.after(cx));
+    }
+
+    fn group_progress(&mut self, g: GroupId, out: &mut Out) {
+        let gi = usize::from(g.0);
+        let Some(run) = self.groups[gi] else { return };
+        if run.commanded {
+            return;
+        }
+        self.members(g, out, |d, _| {
+            if d.part.on && !d.in_group_cycle() {
+                d.part = Part::default();
+            }
+        });
+        if let Some((member, client)) = self.first(g, |d| d.part.refused) {
+            self.end_group(g, member, CannotResetReason::ClientRefused(client), out);
+            return;
+        }
+        if self.first(g, |d| d.part.on.then_some(())).is_none() {
+            self.groups[gi] = None;
+            return;
+        }
+        if self
+            .first(g, |d| {
+                (d.part.on && d.group_ready().is_none()).then_some(())
+            })
+            .is_some()
+        {
+            return;
+        }
+        if self.first(g, |d| d.group_ready().filter(|n| *n)).is_some() {
+            let carrier = self.first(g, Dev::group_ready).map(|(id, _)| id);
+            self.groups[gi] = Some(GroupRun {
+                commanded: true,
+                ..run
+            });
+            self.members(g, out, |d, cx| {
+                if d.group_ready().is_some() {
+                    d.part = Part {
+                        on: true,
+                        awaits: true,
+                        carrier: Some(cx.d) == carrier,
+                        ..Part::default()
+                    };
+                    d.st = St::Executing(Next::Resume);
+                    if Some(cx.d) == carrier {
+                        cx.hw(HardwareCommand::Reset);
+                    }
+                }
+            });
+        } else {
+            self.members(g, out, |d, cx| {
+                if d.group_ready().is_some() {
+                    let outcome = CycleOutcome::Recovered(Epoch(d.epoch));
+                    d.end_group_part(cx, outcome);
+                }
+            });
+            self.groups[gi] = None;
+        }
     }
 }
 
@@ -1698,6 +1918,110 @@ impl Dev {
         }
     }
 
+    /// A member wants a cycle its group does not run: it began one, or an idle power-up
+    /// will begin one (a reset asked in system sleep waits for the owner's power-up).
+    fn wants_group_cycle(&self) -> bool {
+        !self.part.on
+            && match self.st {
+                St::Quiescing { .. } | St::PoweringUp { reset: true, .. } => true,
+                St::PoweringDown {
+                    kind: PowerDownKind::Idle,
+                    reset,
+                    ..
+                }
+                | St::LowPower {
+                    kind: PowerDownKind::Idle,
+                    reset,
+                } => reset,
+                _ => false,
+            }
+    }
+
+    /// Why this member cannot take part in a group cycle beginning now, if it cannot. A
+    /// vanished member neither takes part nor blocks.
+    fn group_blocker(&self) -> Option<CannotResetReason> {
+        match self.st {
+            St::Absent
+            | St::Surprised { .. }
+            | St::Removing { .. }
+            | St::Running
+            | St::Quiescing { .. }
+            | St::PoweringUp { .. } => None,
+            St::PoweringDown { kind, .. } | St::LowPower { kind, .. } => {
+                (kind == PowerDownKind::SystemSleep).then_some(CannotResetReason::SystemSleep)
+            }
+            st => Some(CannotResetReason::MemberState(st.kind())),
+        }
+    }
+
+    fn takes_part(&self) -> bool {
+        self.group_blocker().is_none()
+            && !matches!(
+                self.st,
+                St::Absent | St::Surprised { .. } | St::Removing { .. }
+            )
+    }
+
+    fn power_reset_waits(&self) -> bool {
+        matches!(
+            self.st,
+            St::PoweringDown { reset: true, .. }
+                | St::LowPower { reset: true, .. }
+                | St::PoweringUp { reset: true, .. }
+        )
+    }
+
+    /// The group's cycle begins: a running member begins its cycle (RESET to its voters);
+    /// one in an idle power-down powers up first.
+    fn join_group(&mut self, cx: &mut Cx<'_>) {
+        if !self.takes_part() {
+            return;
+        }
+        let ready = match self.st {
+            St::Quiescing { .. } => self.part.ready,
+            _ => None,
+        };
+        self.part = Part {
+            on: true,
+            ready,
+            ..Part::default()
+        };
+        let begun = matches!(self.st, St::Quiescing { .. })
+            || self.power_reset_waits()
+            || self.reset_request(cx).is_ok();
+        if !begun {
+            self.part = Part::default();
+        }
+    }
+
+    fn in_group_cycle(&self) -> bool {
+        self.part.on && (matches!(self.st, St::Quiescing { .. }) || self.power_reset_waits())
+    }
+
+    fn group_ready(&self) -> Option<bool> {
+        match self.st {
+            St::Quiescing { .. } if self.part.on => self.part.ready,
+            _ => None,
+        }
+    }
+
+    /// The member's part ends with no reset: answered `outcome`, clients told `Recovered`.
+    fn end_group_part(&mut self, cx: &mut Cx<'_>, outcome: CycleOutcome) {
+        match &mut self.st {
+            St::Quiescing { .. } => self.end_without_reset(cx, outcome),
+            St::PoweringDown { reset, .. }
+            | St::LowPower { reset, .. }
+            | St::PoweringUp { reset, .. }
+                if *reset =>
+            {
+                *reset = false;
+                cx.cycle(outcome);
+            }
+            _ => {}
+        }
+        self.part = Part::default();
+    }
+
     /// A voter refuses RESET: alone, the cycle ends with no reset, the clients told
     /// `Recovered`, the requesters `CannotReset` naming the client.
     fn nack(&mut self, cx: &mut Cx<'_>, client: ClientHandle) -> Result<(), Error> {
@@ -1707,6 +2031,11 @@ impl Dev {
         }
         if self.cls[i].mbox.ordered.contains(&Event::Reset) {
             return Err(Error::ResetNotDelivered);
+        }
+        if self.part.on {
+            // The group ends its cycle for every member.
+            self.part.refused.get_or_insert(client);
+            return Ok(());
         }
         let outcome = CycleOutcome::CannotReset {
             member: cx.d,
@@ -1722,6 +2051,7 @@ impl Dev {
         if !matches!(self.st, St::Quiescing { .. }) {
             return;
         }
+        self.part = Part::default();
         self.all_roles(Role::Idle);
         self.st = St::Running;
         let epoch = Epoch(self.epoch);
@@ -2189,7 +2519,8 @@ impl Dev {
         if self.voters() {
             return;
         }
-        if !reset_needed {
+        // A member's cycle ends or resets as its group decides.
+        if !reset_needed && self.group.is_none() {
             self.all_roles(Role::Idle);
             self.st = St::Running;
             let epoch = Epoch(self.epoch);
@@ -2205,6 +2536,10 @@ impl Dev {
                     draining: Some(cx.now),
                 };
             }
+            return;
+        }
+        if self.group.is_some() {
+            self.part.ready = Some(reset_needed);
             return;
         }
         self.st = St::Executing(Next::Resume);

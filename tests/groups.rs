@@ -1,0 +1,557 @@
+//! Reset groups (DESIGN.md "Reset groups", issue 23): one rule test per promise of the
+//! section, each with the exact outputs an owner sees.
+
+mod common;
+
+use common::*;
+use pnp_lifecycle::*;
+
+const A: DeviceId = DeviceId(0);
+const B: DeviceId = DeviceId(1);
+const ALONE: DeviceId = DeviceId(2);
+const G: GroupId = GroupId(0);
+
+type Three = Owner<3, 4, 2, { queue_capacity(3, 4) }>;
+
+/// Devices A and B started in group G, one trusted client each; a third device alone.
+fn group() -> (Three, ClientHandle, ClientHandle) {
+    let mut o = Three::new(Config::DEFAULT);
+    o.started(A, false);
+    o.started(B, false);
+    o.ok(Input::JoinResetGroup {
+        device: A,
+        group: G,
+    });
+    o.ok(Input::JoinResetGroup {
+        device: B,
+        group: G,
+    });
+    let a = o.register(A, ClientKind::Trusted);
+    let b = o.register(B, ClientKind::Trusted);
+    (o, a, b)
+}
+
+fn at(device: DeviceId, command: HardwareCommand) -> Output {
+    Output::Hardware { device, command }
+}
+
+fn cycle(device: DeviceId, outcome: CycleOutcome) -> Output {
+    Output::ResetCycleFinished { device, outcome }
+}
+
+fn cannot(member: DeviceId, reason: CannotResetReason) -> CycleOutcome {
+    CycleOutcome::CannotReset { member, reason }
+}
+
+/// A's client asks for a reset; both voters are told RESET and return the callback.
+fn requested(o: &mut Three, a: ClientHandle, b: ClientHandle) {
+    let out = o.ok(Input::ResetRequest { client: a });
+    assert_eq!(
+        out,
+        vec![notify(a, Event::Reset), notify(b, Event::Reset)],
+        "one request on A tells RESET to every voter of every member"
+    );
+    o.ok(Input::CallbackDone { client: a });
+    o.ok(Input::CallbackDone { client: b });
+}
+
+#[test]
+fn a_request_on_one_member_tells_reset_to_every_voter_of_every_member() {
+    let (mut o, a, b) = group();
+    let reply = o.step(Input::ResetRequest { client: b }).0;
+    assert_eq!(reply, Ok(Reply::Reset(ResetAnswer::Started)));
+    assert_eq!(o.events_of(a), vec![Event::Reset]);
+    assert_eq!(o.events_of(b), vec![Event::Reset]);
+    assert_eq!(o.phase(A), PhaseKind::Quiescing);
+    assert_eq!(o.phase(B), PhaseKind::Quiescing);
+    assert_eq!(o.phase(ALONE), PhaseKind::Absent);
+}
+
+#[test]
+fn a_fatal_error_on_one_member_starts_the_groups_cycle() {
+    let (mut o, a, b) = group();
+    let (reply, out) = o.step(Input::FatalError { device: B });
+    assert_eq!(
+        reply,
+        Ok(Reply::Fatal(FatalAnswer::Served(ResetAnswer::Started)))
+    );
+    assert_eq!(out, vec![notify(b, Event::Reset), notify(a, Event::Reset)]);
+}
+
+#[test]
+fn the_one_hardware_reset_waits_for_every_members_voters_and_goes_through_one_member() {
+    let (mut o, a, b) = group();
+    requested(&mut o, a, b);
+    // A's voter answered: B's has not, so no reset yet (I3 per group).
+    assert_eq!(o.ok(Input::ResetExecute { client: a }), vec![]);
+    assert_eq!(o.phase(A), PhaseKind::Quiescing);
+    // B's answers: the one reset, through A (the first member taking part).
+    assert_eq!(
+        o.ok(Input::ResetExecute { client: b }),
+        vec![at(A, HardwareCommand::Reset)]
+    );
+    assert_eq!(o.phase(B), PhaseKind::Executing);
+    // Only the carrier reports it.
+    o.refused(
+        Input::ResetDone {
+            device: B,
+            result: ResetResult::Succeeded,
+        },
+        Error::NoHardwareCommandInFlight,
+    );
+    let out = o.ok(Input::ResetDone {
+        device: A,
+        result: ResetResult::Succeeded,
+    });
+    assert_eq!(
+        out,
+        vec![
+            notify(a, Event::ResetEnd { epoch: Epoch(1) }),
+            cycle(A, CycleOutcome::Completed(Epoch(1))),
+            notify(b, Event::ResetEnd { epoch: Epoch(1) }),
+            cycle(B, CycleOutcome::Completed(Epoch(1))),
+        ],
+        "every member ends with RESET_END at its own new epoch"
+    );
+    assert_eq!(o.m.epoch(A), Some(Epoch(1)));
+    assert_eq!(o.m.epoch(B), Some(Epoch(1)));
+    assert_eq!(o.phase(A), PhaseKind::Running);
+    assert_eq!(o.phase(B), PhaseKind::Running);
+}
+
+#[test]
+fn each_member_ends_at_its_own_new_epoch() {
+    let (mut o, a, b) = group();
+    // A reset alone before joining: A is at epoch 1, B at 0.
+    o.ok(Input::LeaveResetGroup { device: A });
+    o.ok(Input::ResetRequest { client: a });
+    o.ok(Input::CallbackDone { client: a });
+    o.ok(Input::ResetExecute { client: a });
+    o.ok(Input::ResetDone {
+        device: A,
+        result: ResetResult::Succeeded,
+    });
+    o.ok(Input::CallbackDone { client: a });
+    o.ok(Input::JoinResetGroup {
+        device: A,
+        group: G,
+    });
+    o.ok(Input::ResetRequest { client: b });
+    o.ok(Input::CallbackDone { client: a });
+    o.ok(Input::CallbackDone { client: b });
+    o.ok(Input::ResetExecute { client: a });
+    o.ok(Input::ResetExecute { client: b });
+    let out = o.ok(Input::ResetDone {
+        device: A,
+        result: ResetResult::Succeeded,
+    });
+    assert!(out.contains(&cycle(A, CycleOutcome::Completed(Epoch(2)))));
+    assert!(out.contains(&cycle(B, CycleOutcome::Completed(Epoch(1)))));
+}
+
+#[test]
+fn every_voter_of_every_member_recovering_ends_the_cycle_without_a_reset() {
+    let (mut o, a, b) = group();
+    requested(&mut o, a, b);
+    assert_eq!(o.ok(Input::CanRecover { client: a }), vec![]);
+    assert_eq!(
+        o.ok(Input::CanRecover { client: b }),
+        vec![
+            notify(a, Event::Recovered { epoch: Epoch(0) }),
+            cycle(A, CycleOutcome::Recovered(Epoch(0))),
+            notify(b, Event::Recovered { epoch: Epoch(0) }),
+            cycle(B, CycleOutcome::Recovered(Epoch(0))),
+        ]
+    );
+}
+
+#[test]
+fn one_member_needing_the_reset_resets_the_whole_group() {
+    let (mut o, a, b) = group();
+    requested(&mut o, a, b);
+    o.ok(Input::CanRecover { client: a });
+    assert_eq!(
+        o.ok(Input::ResetExecute { client: b }),
+        vec![at(A, HardwareCommand::Reset)]
+    );
+}
+
+#[test]
+fn a_clients_nack_ends_the_groups_cycle_answered_to_every_requester() {
+    let (mut o, a, b) = group();
+    requested(&mut o, a, b);
+    o.ok(Input::ResetExecute { client: a });
+    let refused = cannot(B, CannotResetReason::ClientRefused(b));
+    assert_eq!(
+        o.ok(Input::ResetNack { client: b }),
+        vec![
+            notify(a, Event::Recovered { epoch: Epoch(0) }),
+            cycle(A, refused),
+            notify(b, Event::Recovered { epoch: Epoch(0) }),
+            cycle(B, refused),
+        ],
+        "no hardware reset; every client told RESET told how it ended"
+    );
+    assert_eq!(o.phase(A), PhaseKind::Running);
+    assert_eq!(o.phase(B), PhaseKind::Running);
+}
+
+#[test]
+fn a_nack_alone_ends_the_devices_own_cycle() {
+    let mut o = Three::new(Config::DEFAULT);
+    o.started(ALONE, false);
+    let c = o.register(ALONE, ClientKind::Untrusted);
+    o.ok(Input::FatalError { device: ALONE });
+    o.ok(Input::CallbackDone { client: c });
+    let refused = cannot(ALONE, CannotResetReason::ClientRefused(c));
+    assert_eq!(
+        o.ok(Input::ResetNack { client: c }),
+        vec![
+            notify(c, Event::Recovered { epoch: Epoch(0) }),
+            cycle(ALONE, refused),
+        ]
+    );
+    // A nack is an answer: only a voter may give it.
+    o.ok(Input::CallbackDone { client: c });
+    o.refused(
+        Input::ResetNack { client: c },
+        Error::InvalidState {
+            phase: PhaseKind::Running,
+            input: InputKind::ResetNack,
+        },
+    );
+}
+
+#[test]
+fn a_stopped_member_ends_the_cycle_with_a_named_reason_and_no_reset() {
+    let (mut o, a, _) = group();
+    let t = o.token();
+    o.ok(Input::QueryStop {
+        device: B,
+        token: t,
+    });
+    let t = o.token();
+    o.ok(Input::Stop {
+        device: B,
+        token: t,
+    });
+    o.return_callbacks(B);
+    assert_eq!(o.phase(B), PhaseKind::Stopped);
+    let out = o.ok(Input::ResetRequest { client: a });
+    assert_eq!(
+        out,
+        vec![
+            notify(a, Event::Reset),
+            cycle(
+                A,
+                cannot(B, CannotResetReason::MemberState(PhaseKind::Stopped))
+            ),
+        ]
+    );
+    o.ok(Input::CallbackDone { client: a });
+    assert_eq!(
+        o.events_of(a),
+        vec![Event::Reset, Event::Recovered { epoch: Epoch(0) }]
+    );
+    assert_eq!(o.phase(A), PhaseKind::Running);
+}
+
+#[test]
+fn a_member_with_remove_pending_ends_the_cycle_with_a_named_reason() {
+    let (mut o, a, _) = group();
+    let t = o.token();
+    o.ok(Input::QueryRemove {
+        device: B,
+        token: t,
+    });
+    let out = o.ok(Input::FatalError { device: A });
+    assert_eq!(
+        out,
+        vec![
+            notify(a, Event::Reset),
+            cycle(
+                A,
+                cannot(B, CannotResetReason::MemberState(PhaseKind::RemovePending))
+            ),
+        ]
+    );
+}
+
+#[test]
+fn a_member_in_system_sleep_ends_the_cycle_with_a_named_reason() {
+    let (mut o, a, b) = group();
+    let t = o.token();
+    o.ok(Input::PowerDown {
+        device: B,
+        kind: PowerDownKind::SystemSleep,
+        token: t,
+    });
+    o.ok(Input::CallbackDone { client: b });
+    o.ok(Input::PowerDownDone { device: B });
+    assert_eq!(o.phase(B), PhaseKind::LowPower);
+    let out = o.ok(Input::ResetRequest { client: a });
+    assert_eq!(
+        out,
+        vec![
+            notify(a, Event::Reset),
+            cycle(A, cannot(B, CannotResetReason::SystemSleep)),
+        ]
+    );
+}
+
+#[test]
+fn a_member_in_an_idle_power_down_is_powered_up_first() {
+    let (mut o, a, b) = group();
+    let t = o.token();
+    o.ok(Input::PowerDown {
+        device: B,
+        kind: PowerDownKind::Idle,
+        token: t,
+    });
+    o.ok(Input::CallbackDone { client: b });
+    o.ok(Input::PowerDownDone { device: B });
+    let out = o.ok(Input::ResetRequest { client: a });
+    assert_eq!(
+        out,
+        vec![notify(a, Event::Reset), at(B, HardwareCommand::PowerUp)]
+    );
+    o.ok(Input::CallbackDone { client: a });
+    // A's voter answers: B is not back yet, so no reset.
+    assert_eq!(o.ok(Input::ResetExecute { client: a }), vec![]);
+    let out = o.ok(Input::PowerUpDone {
+        device: B,
+        result: PowerUpResult::Powered,
+    });
+    assert_eq!(
+        out,
+        vec![notify(
+            b,
+            Event::Resumed {
+                epoch: Epoch(0),
+                state_lost: false
+            }
+        )]
+    );
+    // B's RESET follows its Resumed.
+    assert_eq!(
+        o.ok(Input::CallbackDone { client: b }),
+        vec![notify(b, Event::Reset)]
+    );
+    o.ok(Input::CallbackDone { client: b });
+    assert_eq!(
+        o.ok(Input::ResetExecute { client: b }),
+        vec![at(A, HardwareCommand::Reset)]
+    );
+}
+
+#[test]
+fn a_member_surprise_removed_mid_cycle_leaves_it_without_blocking() {
+    let (mut o, a, b) = group();
+    requested(&mut o, a, b);
+    o.ok(Input::SurpriseRemoval { device: B });
+    assert_eq!(
+        o.events_of(b).last(),
+        Some(&Event::Removed { surprise: true })
+    );
+    assert_eq!(
+        o.ok(Input::ResetExecute { client: a }),
+        vec![at(A, HardwareCommand::Reset)]
+    );
+}
+
+#[test]
+fn the_reset_is_never_commanded_through_a_vanished_member() {
+    let (mut o, a, b) = group();
+    requested(&mut o, a, b);
+    // A, the first member, vanishes: the reset goes through B.
+    o.ok(Input::SurpriseRemoval { device: A });
+    let out = o.ok(Input::ResetExecute { client: b });
+    assert_eq!(out, vec![at(B, HardwareCommand::Reset)]);
+    assert_eq!(count_hw(&out, HardwareCommand::Reset), 1);
+    let _ = a;
+}
+
+#[test]
+fn a_member_removed_mid_cycle_leaves_it_without_blocking() {
+    let (mut o, a, b) = group();
+    requested(&mut o, a, b);
+    let t = o.token();
+    o.ok(Input::Remove {
+        device: B,
+        token: t,
+    });
+    assert_eq!(
+        o.events_of(b).last(),
+        Some(&Event::Removed { surprise: false })
+    );
+    assert_eq!(
+        o.ok(Input::ResetExecute { client: a }),
+        vec![at(A, HardwareCommand::Reset)]
+    );
+}
+
+#[test]
+fn a_member_surprise_removed_while_the_reset_runs_ends_with_the_carriers_report() {
+    let (mut o, a, b) = group();
+    requested(&mut o, a, b);
+    o.ok(Input::ResetExecute { client: a });
+    o.ok(Input::ResetExecute { client: b });
+    o.ok(Input::SurpriseRemoval { device: B });
+    let t = o.token();
+    o.ok(Input::Remove {
+        device: B,
+        token: t,
+    });
+    assert_eq!(o.phase(B), PhaseKind::Removing);
+    o.ok(Input::ResetDone {
+        device: A,
+        result: ResetResult::Succeeded,
+    });
+    // B's removal no longer waits for a reset that went through A.
+    o.return_callbacks(B);
+    o.ok(Input::Unregister { client: b });
+    assert_eq!(o.phase(B), PhaseKind::Absent);
+    assert_eq!(
+        o.m.reset_group(B),
+        None,
+        "a removed device leaves its group"
+    );
+}
+
+#[test]
+fn the_groups_cycle_has_one_deadline() {
+    let (mut o, a, b) = group();
+    let t = o.token();
+    o.ok(Input::PowerDown {
+        device: B,
+        kind: PowerDownKind::Idle,
+        token: t,
+    });
+    o.ok(Input::CallbackDone { client: b });
+    o.ok(Input::PowerDownDone { device: B });
+    o.at(100);
+    o.ok(Input::ResetRequest { client: a });
+    o.ok(Input::CallbackDone { client: a });
+    o.ok(Input::ResetExecute { client: a });
+    // The power-up is never reported: the group's deadline ends the cycle.
+    let due = Tick(100 + Config::DEFAULT.group_cycle_timeout());
+    assert_eq!(o.m.group_cycle(G), Some(Some(due)));
+    assert_eq!(o.m.poll_timeout(), Some(due));
+    let out = o.fire_timeout();
+    assert_eq!(
+        out,
+        vec![
+            notify(a, Event::Recovered { epoch: Epoch(0) }),
+            cycle(A, cannot(B, CannotResetReason::DeadlinePassed)),
+            cycle(B, cannot(B, CannotResetReason::DeadlinePassed)),
+        ]
+    );
+    assert_eq!(o.m.group_cycle(G), None);
+    // The late power-up brings B back with no reset waiting.
+    let out = o.ok(Input::PowerUpDone {
+        device: B,
+        result: PowerUpResult::Powered,
+    });
+    assert_eq!(
+        out,
+        vec![notify(
+            b,
+            Event::Resumed {
+                epoch: Epoch(0),
+                state_lost: false
+            }
+        )]
+    );
+    assert_eq!(o.phase(B), PhaseKind::Running);
+}
+
+#[test]
+fn a_device_in_no_group_resets_alone() {
+    let (mut o, a, b) = group();
+    o.started(ALONE, false);
+    let c = o.register(ALONE, ClientKind::Trusted);
+    assert_eq!(
+        o.ok(Input::ResetRequest { client: c }),
+        vec![notify(c, Event::Reset)]
+    );
+    o.ok(Input::CallbackDone { client: c });
+    assert_eq!(
+        o.ok(Input::ResetExecute { client: c }),
+        vec![at(ALONE, HardwareCommand::Reset)]
+    );
+    assert!(o.events_of(a).is_empty() && o.events_of(b).is_empty());
+}
+
+#[test]
+fn membership_is_declared_outside_a_cycle_and_refused_by_name() {
+    let (mut o, a, b) = group();
+    o.refused(
+        Input::JoinResetGroup {
+            device: A,
+            group: GroupId(1),
+        },
+        Error::AlreadyInResetGroup { group: G },
+    );
+    o.started(ALONE, false);
+    o.refused(
+        Input::JoinResetGroup {
+            device: ALONE,
+            group: GroupId(3),
+        },
+        Error::NoSuchGroup,
+    );
+    requested(&mut o, a, b);
+    o.refused(
+        Input::JoinResetGroup {
+            device: ALONE,
+            group: G,
+        },
+        Error::GroupCycleInProgress { group: G },
+    );
+    o.refused(
+        Input::LeaveResetGroup { device: A },
+        Error::InvalidState {
+            phase: PhaseKind::Quiescing,
+            input: InputKind::LeaveResetGroup,
+        },
+    );
+    // Leaving a device in no group does nothing.
+    o.ok(Input::LeaveResetGroup { device: ALONE });
+    assert_eq!(o.m.reset_group(ALONE), None);
+    assert_eq!(o.m.reset_group(A), Some(G));
+}
+
+#[test]
+fn a_member_with_no_voter_is_ready_at_once_and_the_group_waits_for_the_others() {
+    let mut o = Three::new(Config::DEFAULT);
+    o.started(A, false);
+    o.started(B, false);
+    for device in [A, B] {
+        o.ok(Input::JoinResetGroup { device, group: G });
+    }
+    // A has no client: quiesced at once; B has none either: the reset runs at once.
+    let out = o.ok(Input::FatalError { device: A });
+    assert_eq!(out, vec![at(A, HardwareCommand::Reset)]);
+    let out = o.ok(Input::ResetDone {
+        device: A,
+        result: ResetResult::Succeeded,
+    });
+    assert_eq!(
+        out,
+        vec![
+            cycle(A, CycleOutcome::Completed(Epoch(1))),
+            cycle(B, CycleOutcome::Completed(Epoch(1))),
+        ]
+    );
+    // With a voter on B, A's readiness waits for it.
+    let b = o.register(B, ClientKind::Untrusted);
+    assert_eq!(
+        o.ok(Input::FatalError { device: A }),
+        vec![notify(b, Event::Reset)]
+    );
+    o.ok(Input::CallbackDone { client: b });
+    assert_eq!(
+        o.ok(Input::ResetExecute { client: b }),
+        vec![at(A, HardwareCommand::Reset)]
+    );
+}
