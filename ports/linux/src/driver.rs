@@ -627,6 +627,7 @@ impl<K: Kernel, O: LinuxPort> Driver<K, O> {
         });
         // Feed each answer as it comes (a vote the cycle no longer wants is refused and
         // changes nothing); done once none of them still votes.
+        let mut needs_reset = false;
         let answered = |o: &mut LinuxOwner<O>, now: Tick, s: &mut PortState| {
             for &client in &asked {
                 let answer = s.reg_of(client).and_then(|a| a.mmio_answer.take());
@@ -634,7 +635,10 @@ impl<K: Kernel, O: LinuxPort> Driver<K, O> {
                     Some(PciErsResult::Recovered | PciErsResult::CanRecover) => {
                         Input::CanRecover { client }
                     }
-                    Some(PciErsResult::NeedReset) => Input::ResetExecute { client },
+                    Some(PciErsResult::NeedReset) => {
+                        needs_reset = true;
+                        Input::ResetExecute { client }
+                    }
                     Some(PciErsResult::Disconnect) => Input::Unregister { client },
                     Some(PciErsResult::None) | None => continue, // votes later
                 };
@@ -648,6 +652,12 @@ impl<K: Kernel, O: LinuxPort> Driver<K, O> {
             return PciErsResult::Disconnect;
         }
         self.carry_out(); // what the last vote caused (every `resume`, if recovered)
+        let held = |o: &mut LinuxOwner<O>, _: Tick, _: &mut PortState| {
+            crate::group::held_answer(o, dev, &asked, needs_reset)
+        };
+        if let Some(answer) = self.with(held) {
+            return answer; // this function's own answer; its group decides
+        }
         let (phase, failed) = self
             .rt
             .inspect(|o| (o.machine().phase(dev), o.machine().failure(dev)));

@@ -22,14 +22,14 @@
 //! the machine's: the port only says what the kernel said.
 
 use pnp_lifecycle::{
-    CannotResetReason, ClientHandle, CycleOutcome, DeviceId, FatalAnswer, GroupId, Input,
-    PhaseKind, Reply, ResetResult,
+    CannotResetReason, ClientHandle, ClientState, CycleOutcome, DeviceId, FatalAnswer, GroupId,
+    Input, PhaseKind, Reply, ResetResult, Role,
 };
 use pnp_lifecycle_runtime::{GroupReset, Kernel};
 
 use crate::driver::{Driver, LinuxOwner, LinuxPort};
 use crate::errno::{Errno, LinuxError};
-use crate::os::{ClientId, IbClient, LinuxOs, PortState, MAX_DEVICES};
+use crate::os::{ClientId, IbClient, LinuxOs, PciErsResult, PortState, MAX_DEVICES};
 
 /// A client's answer to mlx5's sync-reset request ([`IbClient::sync_reset_request`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -195,6 +195,35 @@ pub(crate) fn in_group_cycle<O: LinuxPort>(o: &LinuxOwner<O>, dev: DeviceId) -> 
             machine.phase(dev),
             Some(PhaseKind::Quiescing | PhaseKind::Executing)
         )
+}
+
+/// `mmio_enabled`'s answer for a function whose group's cycle still waits for another
+/// function's votes: its own (`NEED_RESET` if one of its clients acked needing the reset,
+/// at `error_detected` or now; else `RECOVERED`), for the PCI core to merge over the slot.
+/// The group's cycle ends when the last function's votes are in. `None` otherwise.
+pub(crate) fn held_answer<O: LinuxPort>(
+    o: &LinuxOwner<O>,
+    dev: DeviceId,
+    asked: &[ClientHandle],
+    needs_reset: bool,
+) -> Option<PciErsResult> {
+    if !in_group_cycle(o, dev) || o.machine().phase(dev) != Some(PhaseKind::Quiescing) {
+        return None;
+    }
+    let acked_before = o.machine().clients(dev).any(|(h, v)| {
+        !asked.contains(&h)
+            && matches!(
+                v.state,
+                ClientState::Active {
+                    role: Role::Acked,
+                    ..
+                }
+            )
+    });
+    Some(match needs_reset || acked_before {
+        true => PciErsResult::NeedReset,
+        false => PciErsResult::Recovered,
+    })
 }
 
 /// Which device the report of `dev`'s re-initialisation goes to: `dev` itself, or, for a

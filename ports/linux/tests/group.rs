@@ -62,6 +62,19 @@ impl IbClient for Client {
         );
         vote
     }
+    fn event(&self, dev: DeviceId, event: IbEvent) {
+        push(
+            &self.trace,
+            format!("{} event f{}: {}", self.name, dev.0, event.linux_name()),
+        );
+    }
+    fn mmio_enabled(&self, dev: DeviceId) -> PciErsResult {
+        push(
+            &self.trace,
+            format!("{} mmio_enabled f{}: RECOVERED", self.name, dev.0),
+        );
+        PciErsResult::Recovered
+    }
     fn resume(&self, dev: DeviceId, epoch: Epoch) {
         push(
             &self.trace,
@@ -70,13 +83,16 @@ impl IbClient for Client {
     }
 }
 
-/// The driver's hardware hooks, traced.
-struct Chip(Trace);
+/// The driver's hardware hooks, traced; the re-init of `fails` fails.
+struct Chip(Trace, Option<DeviceId>);
 
 impl Hardware for Chip {
     fn reset(&self, dev: DeviceId) -> ResetResult {
         push(&self.0, format!("hw reinit f{}", dev.0));
-        ResetResult::Succeeded
+        match self.1 == Some(dev) {
+            true => ResetResult::Failed,
+            false => ResetResult::Succeeded,
+        }
     }
     fn fw_reset_unload(&self, dev: DeviceId) {
         push(&self.0, format!("hw unload f{}", dev.0));
@@ -146,9 +162,14 @@ const IB: PortCaps = PortCaps {
 
 /// Two probed functions of one chip, declared one reset group.
 fn chip() -> (GroupDriver, Trace, Arc<ManualClock>) {
+    chip_failing(None)
+}
+
+/// [`chip`] whose re-init of `fails` fails.
+fn chip_failing(fails: Option<DeviceId>) -> (GroupDriver, Trace, Arc<ManualClock>) {
     let trace: Trace = Arc::default();
     let os = Spy {
-        inner: LinuxOs::new(Arc::new(Chip(Arc::clone(&trace)))),
+        inner: LinuxOs::new(Arc::new(Chip(Arc::clone(&trace), fails))),
         trace: Arc::clone(&trace),
     };
     let clock = Arc::new(ManualClock::new(Tick(0)));
@@ -332,5 +353,62 @@ fn pci_slot_recovery_with_a_function_removed_mid_cycle() {
             "b resume f0 epoch 1",
         ]
     );
+    d.unload().unwrap();
+}
+
+#[test]
+fn pci_slot_recovery_without_a_reset_when_every_function_can_recover() {
+    let (d, trace, _) = chip();
+    client(&d, &trace, "a", [Ack; 2], [PciErsResult::CanRecover; 2]);
+    take(&trace);
+    let can = PciErsResult::CanRecover;
+    assert_eq!(d.error_detected(F0, PciChannelState::Normal), can);
+    assert_eq!(d.error_detected(F1, PciChannelState::Normal), can);
+    // The first function's clients can recover; the group still waits for the second's:
+    // its own answer is RECOVERED, not NEED_RESET (which would make the PCI core reset
+    // the slot behind the machine's back).
+    assert_eq!(d.mmio_enabled(F0), PciErsResult::Recovered);
+    assert_eq!(d.mmio_enabled(F1), PciErsResult::Recovered);
+    d.resume(F0);
+    d.resume(F1);
+    assert_eq!(
+        take(&trace),
+        [
+            "a error_detected f0: PCI_ERS_RESULT_CAN_RECOVER",
+            "a error_detected f1: PCI_ERS_RESULT_CAN_RECOVER",
+            "a mmio_enabled f0: RECOVERED",
+            "a mmio_enabled f1: RECOVERED",
+            "a resume f0 epoch 0",
+            "a resume f1 epoch 0",
+        ],
+        "no reset: the same interface"
+    );
+    d.unload().unwrap();
+}
+
+#[test]
+fn pci_slot_recovery_a_failed_reinit_of_another_function_fails_the_groups_reset() {
+    let (d, trace, _) = chip_failing(Some(F1));
+    client(&d, &trace, "a", [Ack; 2], [NEED; 2]);
+    take(&trace);
+    assert_eq!(d.error_detected(F0, PciChannelState::Frozen), NEED);
+    assert_eq!(d.error_detected(F1, PciChannelState::Frozen), NEED);
+    assert_eq!(d.slot_reset(F0), PciErsResult::Recovered);
+    // The second function's report goes to the carrier: the one reset failed.
+    assert_eq!(d.slot_reset(F1), PciErsResult::Disconnect);
+    assert_eq!(
+        take(&trace),
+        [
+            "a error_detected f0: PCI_ERS_RESULT_NEED_RESET",
+            "a error_detected f1: PCI_ERS_RESULT_NEED_RESET",
+            "machine: group reset through f0 covering f0 f1",
+            "hw reinit f0",
+            "hw reinit f1",
+            "a event f0: IB_EVENT_DEVICE_FATAL",
+            "a event f1: IB_EVENT_DEVICE_FATAL",
+        ]
+    );
+    let failed = Some(pnp_lifecycle::FailureCause::ResetFailed);
+    assert_eq!((d.failure(F0), d.failure(F1)), (failed, failed));
     d.unload().unwrap();
 }
