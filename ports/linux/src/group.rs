@@ -129,31 +129,32 @@ impl<K: Kernel, O: LinuxPort> Driver<K, O> {
         let d = dev_index(dev)?;
         let rt = self.runtime();
         rt.with(|o, now| {
+            match o.feed(now, Input::FatalError { device: dev }) {
+                Ok(Reply::Fatal(FatalAnswer::Served(_) | FatalAnswer::Deferred)) => {}
+                Ok(Reply::Fatal(FatalAnswer::DeviceFailed)) => {
+                    return Err(LinuxError::new(Errno::EIO))
+                }
+                Ok(_) => return Err(LinuxError::new(Errno::ENODEV)),
+                Err(e) => return Err(e.into()),
+            }
+            // The functions the core made take part hear the request event (their RESET
+            // is still queued: it is carried out once this lock is released); the
+            // requester reads how the cycle ended.
             let members = match o.machine().reset_group(dev) {
                 Some(group) => o.reset_group_members(group),
                 None => vec![dev],
             };
+            let taking_part: Vec<DeviceId> = members
+                .into_iter()
+                .filter(|m| *m == dev || in_cycle_or_waking(o.machine().phase(*m)))
+                .collect();
             rt.os().linux().port(|s| {
-                for m in &members {
+                for m in &taking_part {
                     s.devs[index(*m)].sync_reset = true;
                 }
                 s.devs[d].outcome = None;
             });
-            let taken = match o.feed(now, Input::FatalError { device: dev }) {
-                Ok(Reply::Fatal(FatalAnswer::Served(_) | FatalAnswer::Deferred)) => Ok(()),
-                Ok(Reply::Fatal(FatalAnswer::DeviceFailed)) => Err(LinuxError::new(Errno::EIO)),
-                Ok(_) => Err(LinuxError::new(Errno::ENODEV)),
-                Err(e) => Err(e.into()),
-            };
-            if taken.is_err() {
-                // No cycle will answer it: the functions hear no sync reset.
-                rt.os().linux().port(|s| {
-                    for m in &members {
-                        s.devs[index(*m)].sync_reset = false;
-                    }
-                });
-            }
-            taken
+            Ok(())
         })
     }
 
@@ -180,6 +181,13 @@ impl<K: Kernel, O: LinuxPort> Driver<K, O> {
         rt.wait_until(|_, _| self.fw_reset_sync_result(dev))
             .map_err(|_| LinuxError::new(Errno::EDEADLK))?
     }
+}
+
+/// A member the group's cycle holds: quiescing or executing, or (from an idle
+/// power-down) powered up first. One in system sleep stays down and takes no part.
+fn in_cycle_or_waking(phase: Option<PhaseKind>) -> bool {
+    use PhaseKind::*;
+    matches!(phase, Some(Quiescing | Executing | PoweringUp))
 }
 
 /// Inside the first `error_detected` of a slot's recovery: whether `dev` already takes

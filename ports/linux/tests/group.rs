@@ -412,3 +412,59 @@ fn pci_slot_recovery_a_failed_reinit_of_another_function_fails_the_groups_reset(
     assert_eq!((d.failure(F0), d.failure(F1)), (failed, failed));
     d.unload().unwrap();
 }
+
+#[test]
+fn mlx5_a_function_in_system_sleep_cannot_take_part_and_nothing_resets() {
+    let (d, trace, _) = chip();
+    client(&d, &trace, "a", [Ack, Ack], [NEED; 2]);
+    d.pm(F1, PmOp::Suspend).unwrap();
+    take(&trace);
+    assert_eq!(d.fw_reset_sync(F0).unwrap_err().errno, Errno::EBUSY);
+    let lines = take(&trace);
+    assert!(
+        !lines
+            .iter()
+            .any(|l| l.starts_with("machine") || l.starts_with("hw")),
+        "{lines:?}"
+    );
+    assert!(!lines.iter().any(|l| l.contains("request f1")), "{lines:?}");
+    d.pm(F1, PmOp::Resume).unwrap();
+    take(&trace);
+    // A later slot error speaks PCI on both functions: the sync reset is over.
+    assert_eq!(d.error_detected(F0, PciChannelState::Frozen), NEED);
+    assert_eq!(d.error_detected(F1, PciChannelState::Frozen), NEED);
+    assert_eq!(
+        take(&trace),
+        [
+            "a error_detected f0: PCI_ERS_RESULT_NEED_RESET",
+            "a error_detected f1: PCI_ERS_RESULT_NEED_RESET",
+            "machine: group reset through f0 covering f0 f1",
+        ]
+    );
+    assert_eq!(d.slot_reset(F0), PciErsResult::Recovered);
+    assert_eq!(d.slot_reset(F1), PciErsResult::Recovered);
+    d.resume(F0);
+    d.resume(F1);
+    assert_eq!((d.epoch(F0), d.epoch(F1)), (Some(Epoch(1)), Some(Epoch(1))));
+    d.unload().unwrap();
+}
+
+#[test]
+fn mlx5_a_runtime_suspended_function_is_powered_up_and_takes_part() {
+    let (d, trace, _) = chip();
+    client(&d, &trace, "a", [Ack, Ack], [NEED; 2]);
+    d.pm(F1, PmOp::RuntimeSuspend).unwrap();
+    take(&trace);
+    d.fw_reset_sync(F0).unwrap();
+    let lines = take(&trace);
+    for line in [
+        "a reset request f1: Ack",
+        "machine: group reset through f0 covering f0 f1",
+        "hw reset now f0",
+        "a resume f1 epoch 1",
+    ] {
+        assert!(lines.iter().any(|l| l == line), "{line}: {lines:?}");
+    }
+    assert_eq!((d.epoch(F0), d.epoch(F1)), (Some(Epoch(1)), Some(Epoch(1))));
+    d.unload().unwrap();
+}
