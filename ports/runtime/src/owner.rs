@@ -463,11 +463,20 @@ impl<O: Os, const D: usize, const C: usize, const P: usize, const Q: usize> Owne
         #[cfg(pnp_faults)]
         let after = match self.fault {
             crate::planted::Fault::CompletionOvertakesTeardown => After::Nothing,
-            crate::planted::Fault::None => after,
+            _ => after,
         };
         let seq = self.next_seq;
         self.next_seq += 1;
         self.work.push_back(Queued { seq, after, work });
+    }
+
+    /// The planted `GroupResetCoversEveryMember`: every declared member.
+    #[cfg(pnp_faults)]
+    fn planted_group_reset(&self, mut reset: GroupReset) -> GroupReset {
+        if self.fault == crate::planted::Fault::GroupResetCoversEveryMember {
+            reset.members = self.reset_group_members(reset.group);
+        }
+        reset
     }
 
     /// Plant `fault` in this owner's decisions (tests only: `--cfg pnp_faults`).
@@ -780,6 +789,8 @@ impl<O: Os, const D: usize, const C: usize, const P: usize, const Q: usize> Owne
             Output::Hardware { device, command } => {
                 match (command, GroupReset::of(&self.machine, device)) {
                     (HardwareCommand::Reset, Some(reset)) => {
+                        #[cfg(pnp_faults)]
+                        let reset = self.planted_group_reset(reset);
                         // The machine commands it through a member that takes part.
                         if !reset.members.contains(&device) {
                             self.anomalies += 1;

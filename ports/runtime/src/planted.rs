@@ -12,4 +12,7 @@ pub enum Fault {
     /// `remove`'s), `DeviceRemoved` and `UnloadMayFinish` may be carried out while the
     /// teardown the machine ordered before them still runs on the device's lane.
     CompletionOvertakesTeardown,
+    /// A reset group's one reset names every declared member, not only those whose cycle
+    /// waits for it: a member that vanished or left the cycle is reset through the port.
+    GroupResetCoversEveryMember,
 }

@@ -6,145 +6,17 @@
 //! system-sleep power-down: at most one hardware reset for the one cycle, never through a
 //! member that is not taking part, and every client told `RESET` told how it ended.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use pnp_lifecycle::{
-    queue_capacity, CannotResetReason, ClientHandle, ClientKind, Config, CycleOutcome, DeviceId,
-    Epoch, Event, GroupId, HardwareCommand, Input, PhaseKind, PowerDownKind, PowerUpResult,
-    ResetResult, StartResult, Tick,
+    CannotResetReason, ClientHandle, CycleOutcome, Epoch, Event, HardwareCommand, Input, PhaseKind,
+    PowerDownKind,
 };
-use pnp_lifecycle_runtime::{
-    Completion, Dispatch, GroupReset, ManualClock, News, Os, Runtime, ShuttleKernel,
-};
+use pnp_lifecycle_runtime::{Dispatch, GroupReset};
 
-const D0: DeviceId = DeviceId(0);
-const D1: DeviceId = DeviceId(1);
-const GROUP: GroupId = GroupId(0);
+mod group_toy;
 
-type Cb = Arc<dyn Fn(ClientHandle, Event) -> Option<Input> + Send + Sync>;
-type Rt = Runtime<GroupToy, ShuttleKernel, 2, 4, 1, { queue_capacity(2, 4) }>;
-
-/// What the toy port saw, in order.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Seen {
-    Told(ClientHandle, Event),
-    Hardware(DeviceId, HardwareCommand),
-    GroupReset(GroupReset),
-    Cycle(DeviceId, CycleOutcome),
-    Completed(u32, Completion),
-}
-
-#[derive(Default)]
-struct GroupToy {
-    log: Mutex<Vec<Seen>>,
-}
-
-impl GroupToy {
-    fn push(&self, s: Seen) {
-        self.log.lock().unwrap().push(s);
-    }
-    fn log(&self) -> Vec<Seen> {
-        self.log.lock().unwrap().clone()
-    }
-}
-
-impl Os for GroupToy {
-    type Callback = Cb;
-    type Request = u32;
-    type Job = ();
-
-    fn call(&self, cb: &Cb, client: ClientHandle, event: Event) -> Option<Input> {
-        self.push(Seen::Told(client, event));
-        cb(client, event)
-    }
-
-    fn hardware(&self, device: DeviceId, command: HardwareCommand) -> Option<Input> {
-        self.push(Seen::Hardware(device, command));
-        match command {
-            HardwareCommand::Start => Some(Input::StartDone {
-                device,
-                result: StartResult::Started,
-            }),
-            HardwareCommand::Reset => Some(Input::ResetDone {
-                device,
-                result: ResetResult::Succeeded,
-            }),
-            HardwareCommand::PowerDown => Some(Input::PowerDownDone { device }),
-            HardwareCommand::PowerUp => Some(Input::PowerUpDone {
-                device,
-                result: PowerUpResult::Powered,
-            }),
-            _ => None,
-        }
-    }
-
-    fn group_reset(&self, reset: &GroupReset) -> Option<Input> {
-        self.push(Seen::GroupReset(reset.clone()));
-        shuttle::thread::yield_now(); // the reset takes a while
-        Some(Input::ResetDone {
-            device: reset.carrier,
-            result: ResetResult::Succeeded,
-        })
-    }
-
-    fn complete(&self, request: u32, completion: Completion) {
-        self.push(Seen::Completed(request, completion));
-    }
-
-    fn news(&self, news: News) {
-        if let News::CycleFinished { device, outcome } = news {
-            self.push(Seen::Cycle(device, outcome));
-        }
-    }
-}
-
-/// A client that acks `RESET`, re-acquires after `RESET_END` and leaves when removed.
-fn acker() -> Cb {
-    Arc::new(|client, event| match event {
-        Event::Reset => Some(Input::ResetExecute { client }),
-        Event::ResetEnd { .. } => Some(Input::AcquireInterface { client }),
-        Event::Removed { .. } => Some(Input::Unregister { client }),
-        _ => None,
-    })
-}
-
-/// A client that refuses `RESET` (mlx5's nack).
-fn nacker() -> Cb {
-    Arc::new(|client, event| match event {
-        Event::Reset => Some(Input::ResetNack { client }),
-        Event::Removed { .. } => Some(Input::Unregister { client }),
-        _ => None,
-    })
-}
-
-/// Two started devices declared one reset group, a client on each (`c0`, `c1`).
-fn group_of_two(dispatch: Dispatch, c0: Cb, c1: Cb) -> (Arc<Rt>, ClientHandle, ClientHandle) {
-    let clock = Arc::new(ManualClock::new(Tick(0)));
-    let rt: Arc<Rt> = Runtime::new(Config::DEFAULT, GroupToy::default(), clock, dispatch);
-    for (i, dev) in [D0, D1].into_iter().enumerate() {
-        rt.feed(Input::AddDevice { device: dev }).unwrap();
-        rt.with(|o, now| {
-            o.submit(now, 100 + i as u32, |token| Input::Start {
-                device: dev,
-                token,
-            })
-        })
-        .unwrap();
-        rt.wait_until(|o, _| (o.machine().phase(dev) == Some(PhaseKind::Running)).then_some(()))
-            .unwrap();
-        rt.with(|o, now| o.join_reset_group(now, dev, GROUP))
-            .unwrap();
-    }
-    let h0 = rt
-        .with(|o, now| o.register(now, D0, ClientKind::Trusted, c0))
-        .unwrap()
-        .0;
-    let h1 = rt
-        .with(|o, now| o.register(now, D1, ClientKind::Trusted, c1))
-        .unwrap()
-        .0;
-    (rt, h0, h1)
-}
+use group_toy::*;
 
 fn resets(log: &[Seen]) -> usize {
     log.iter()
@@ -263,6 +135,11 @@ fn a_nack_on_one_member_ends_the_groups_cycle_without_a_reset_answered_to_the_re
         },
         1,
     );
+}
+
+#[test]
+fn a_member_surprise_removed_mid_cycle_is_not_in_the_groups_reset() {
+    shuttle::check_random(|| surprise_removal_mid_cycle(|_| ()), 1);
 }
 
 /// What races the group's cycle.
