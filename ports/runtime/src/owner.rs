@@ -787,8 +787,12 @@ impl<O: Os, const D: usize, const C: usize, const P: usize, const Q: usize> Owne
                     .map(|(_, cb)| cb.clone()),
             },
             Output::Hardware { device, command } => {
-                match (command, GroupReset::of(&self.machine, device)) {
-                    (HardwareCommand::Reset, Some(reset)) => {
+                let group_reset = match command {
+                    HardwareCommand::Reset => GroupReset::of(&self.machine, device),
+                    _ => None,
+                };
+                match group_reset {
+                    Some(reset) => {
                         #[cfg(pnp_faults)]
                         let reset = self.planted_group_reset(reset);
                         // The machine commands it through a member that takes part.
@@ -797,7 +801,7 @@ impl<O: Os, const D: usize, const C: usize, const P: usize, const Q: usize> Owne
                         }
                         Work::GroupReset(reset)
                     }
-                    _ => Work::Hardware { device, command },
+                    None => Work::Hardware { device, command },
                 }
             }
             Output::Complete {
