@@ -208,6 +208,8 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Lifecycle<D
         };
         let unloading = self.driver == DriverPhase::Unloading;
         let index = usize::from(device_id.0);
+        // Reset groups: a member that cannot take part stops a cycle before it begins.
+        let blocked = self.group_blocker(device_id);
         let device = self.devices.get_mut(index).ok_or(Error::NoSuchDevice)?;
         let phase = device.phase.kind();
         if planted!(RefuseSurpriseWhileCallbackRuns)
@@ -275,7 +277,12 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Lifecycle<D
             Input::LeaveResetGroup { .. } => {
                 groups::leave(device, &self.group_cycles).map(|()| Reply::Accepted)
             }
-            _ => device.dispatch(&mut cx, input),
+            _ => {
+                device.group.blocked = blocked;
+                let result = device.dispatch(&mut cx, input);
+                device.group.blocked = None;
+                result
+            }
         };
         if result.is_ok() {
             device.open_gates_when_settled(&mut cx); // fast path: gates open once settled

@@ -237,22 +237,16 @@ fn a_stopped_member_ends_the_cycle_with_a_named_reason_and_no_reset() {
     });
     o.return_callbacks(B);
     assert_eq!(o.phase(B), PhaseKind::Stopped);
+    // Answered at once: nobody is told RESET for a cycle that cannot run.
     let out = o.ok(Input::ResetRequest { client: a });
     assert_eq!(
         out,
-        vec![
-            notify(a, Event::Reset),
-            cycle(
-                A,
-                cannot(B, CannotResetReason::MemberState(PhaseKind::Stopped))
-            ),
-        ]
+        vec![cycle(
+            A,
+            cannot(B, CannotResetReason::MemberState(PhaseKind::Stopped))
+        ),]
     );
-    o.ok(Input::CallbackDone { client: a });
-    assert_eq!(
-        o.events_of(a),
-        vec![Event::Reset, Event::Recovered { epoch: Epoch(0) }]
-    );
+    assert!(o.events_of(a).is_empty());
     assert_eq!(o.phase(A), PhaseKind::Running);
 }
 
@@ -267,14 +261,13 @@ fn a_member_with_remove_pending_ends_the_cycle_with_a_named_reason() {
     let out = o.ok(Input::FatalError { device: A });
     assert_eq!(
         out,
-        vec![
-            notify(a, Event::Reset),
-            cycle(
-                A,
-                cannot(B, CannotResetReason::MemberState(PhaseKind::RemovePending))
-            ),
-        ]
+        vec![cycle(
+            A,
+            cannot(B, CannotResetReason::MemberState(PhaseKind::RemovePending))
+        ),]
     );
+    assert!(o.events_of(a).is_empty());
+    assert_eq!(o.phase(A), PhaseKind::Running);
 }
 
 #[test]
@@ -292,10 +285,7 @@ fn a_member_in_system_sleep_ends_the_cycle_with_a_named_reason() {
     let out = o.ok(Input::ResetRequest { client: a });
     assert_eq!(
         out,
-        vec![
-            notify(a, Event::Reset),
-            cycle(A, cannot(B, CannotResetReason::SystemSleep)),
-        ]
+        vec![cycle(A, cannot(B, CannotResetReason::SystemSleep)),]
     );
 }
 
@@ -553,5 +543,38 @@ fn a_member_with_no_voter_is_ready_at_once_and_the_group_waits_for_the_others() 
     assert_eq!(
         o.ok(Input::ResetExecute { client: b }),
         vec![at(A, HardwareCommand::Reset)]
+    );
+}
+
+#[test]
+fn a_follow_up_requested_during_the_groups_reset_runs_as_the_groups_next_cycle() {
+    let mut o = Three::new(Config::DEFAULT);
+    o.started(A, false);
+    o.started(B, false);
+    for device in [A, B] {
+        o.ok(Input::JoinResetGroup { device, group: G });
+    }
+    assert_eq!(
+        o.ok(Input::FatalError { device: A }),
+        vec![at(A, HardwareCommand::Reset)]
+    );
+    // A fatal error while the group's reset runs: one follow-up, for the whole group.
+    let (reply, _) = o.step(Input::FatalError { device: A });
+    assert_eq!(
+        reply,
+        Ok(Reply::Fatal(FatalAnswer::Served(ResetAnswer::Scheduled)))
+    );
+    let out = o.ok(Input::ResetDone {
+        device: A,
+        result: ResetResult::Succeeded,
+    });
+    assert_eq!(
+        out,
+        vec![
+            cycle(A, CycleOutcome::Completed(Epoch(1))),
+            cycle(B, CycleOutcome::Completed(Epoch(1))),
+            at(A, HardwareCommand::Reset),
+        ],
+        "the follow-up (no voter anywhere) resets the group again at once"
     );
 }

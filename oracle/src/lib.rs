@@ -53,10 +53,10 @@ pub use sut::Sut;
 
 use pnp_lifecycle::table::{disposition, is_listed, Disposition};
 use pnp_lifecycle::{
-    Access, ClientHandle, ClientKind, ClientState, Config, CycleOutcome, DeviceId, DriverPhase,
-    Epoch, Error, Event, FatalAnswer, HardwareCommand, Input, InputKind, Output, PhaseKind,
-    PowerDownKind, PowerUpResult, Reply, ResetAnswer, Tick, TrustedTimeoutPolicy, Unregistered,
-    VetoReason,
+    Access, CannotResetReason, ClientHandle, ClientKind, ClientState, Config, CycleOutcome,
+    DeviceId, DriverPhase, Epoch, Error, Event, FatalAnswer, GroupId, HardwareCommand, Input,
+    InputKind, Output, PhaseKind, PowerDownKind, PowerUpResult, Reply, ResetAnswer, Tick,
+    TrustedTimeoutPolicy, Unregistered, VetoReason,
 };
 use std::collections::BTreeMap;
 use std::fmt;
@@ -143,6 +143,10 @@ pub enum Check {
     Bound,
     /// Client handles: aliasing, unregister winners, `ClientGone`, callbacks.
     Handles,
+    /// Reset groups (DESIGN.md "Reset groups"), beyond I3 and I4 per group: a member
+    /// that vanished (surprise-removed or being removed) leaves the group's cycle and never
+    /// ends it as a member that cannot take part.
+    Group,
     /// The core and the reference model disagree.
     Model,
     /// An owner obligation (e.g. the model's callback precondition) could not be kept.
@@ -296,6 +300,12 @@ pub struct DeviceBook {
     /// A reset request (or fatal error) answered `AfterPowerUp` owes the one cycle (or
     /// lost-state power-up) that serves it.
     pub power_reset: bool,
+    /// The reset group the owner declared (an accepted `JoinResetGroup`), until it leaves
+    /// or the device is removed.
+    pub group: Option<GroupId>,
+    /// A voter refused the running cycle (`ResetNack`): no hardware reset may follow (I3).
+    /// Kept until the device's next cycle begins.
+    pub nacked: Option<ClientHandle>,
 }
 
 impl DeviceBook {
@@ -404,8 +414,14 @@ impl Oracle {
             );
         }
         // ---- bounds and I2's "nothing after" --------------------------------------
+        let grouped = input
+            .device()
+            .and_then(|d| self.dev(d))
+            .is_some_and(|b| b.group.is_some());
         let bound = match input {
             Input::Timeout | Input::Unload => S::DRIVER_INPUT_OUTPUTS,
+            // An input on a member of a reset group may move every member.
+            _ if grouped => S::DRIVER_INPUT_OUTPUTS,
             _ => S::DEVICE_INPUT_OUTPUTS,
         };
         if outputs.len() > bound {
@@ -897,13 +913,34 @@ impl Oracle {
                     fail!(I8, "a new cycle began while {} owed", b.cycles_owed);
                 }
                 if !requested {
-                    if !b.fatal_deferred {
+                    if b.fatal_deferred {
+                        b.fatal_deferred = false;
+                    } else if b.group.is_none() {
+                        // (A member's cycle may be its group's, begun by another member or
+                        // by its own power-up for it.)
                         fail!(I8, "{:?} began a cycle nobody asked for ({:?})", d, input);
                     }
-                    b.fatal_deferred = false;
                 }
                 b.cycles_owed = 1;
                 self.begin_cycle(d, now)?;
+            }
+        }
+        // A member pulled into its group's cycle during a power transition owes the cycle
+        // its power-up will serve (as a reset request answered `AfterPowerUp` does).
+        for i in 0..S::DEVICES {
+            let d = DeviceId(i as u8);
+            let waits = matches!(
+                after.phase_detail(d),
+                Some(
+                    pnp_lifecycle::inspect::Phase::PoweringDown { reset: true, .. }
+                        | pnp_lifecycle::inspect::Phase::LowPower { reset: true, .. }
+                        | pnp_lifecycle::inspect::Phase::PoweringUp { reset: true, .. }
+                )
+            );
+            let b = self.dev_mut(d)?;
+            if waits && b.group.is_some() && b.cycles_owed == 0 && !b.power_reset {
+                b.power_reset = true;
+                b.cycles_owed = 1;
             }
         }
         // Tokens of accepted requests are owed one completion each.
@@ -1225,6 +1262,16 @@ impl Oracle {
                     Some(c) if c.addressable() => c.interface = Some(e),
                     _ => fail!(I1, "AcquireInterface accepted for gone client {:?}", client),
                 }
+            }
+            Input::JoinResetGroup { device, group } => self.dev_mut(device)?.group = Some(group),
+            Input::LeaveResetGroup { device } => self.dev_mut(device)?.group = None,
+            Input::ResetNack { client } => {
+                match self.client_mut(client) {
+                    Some(c) if c.voter && c.owed_end => c.voter = false,
+                    _ => fail!(I3, "ResetNack accepted from a non-voter {:?}", client),
+                }
+                let b = self.dev_mut(client.device)?;
+                b.nacked.get_or_insert(client);
             }
             Input::ResetExecute { client } | Input::CanRecover { client } => {
                 match self.client_mut(client) {
@@ -1616,6 +1663,11 @@ impl Oracle {
                 c.voter = false;
             }
             Output::Hardware { device, command } => {
+                if command == HardwareCommand::Reset {
+                    if let Some(g) = self.dev(device).and_then(|b| b.group) {
+                        self.group_reset(device, g, after)?;
+                    }
+                }
                 let b = self.dev_mut(device)?;
                 // I14: in Dx only the power-up (or a restart after a stop), and the release
                 // of resources, which touches no register.
@@ -1657,7 +1709,12 @@ impl Oracle {
                         if b.cycles_owed == 0 {
                             fail!(I8, "hardware reset with no cycle");
                         }
-                        if b.all_voters_recover() {
+                        let group = b.group;
+                        let recover = match group {
+                            None => b.all_voters_recover(),
+                            Some(_) => false, // checked for the whole group below
+                        };
+                        if recover {
                             fail!(
                                 Recovery,
                                 "hardware reset of {:?} though every voter that answered \
@@ -1666,6 +1723,15 @@ impl Oracle {
                                 b.votes_recover
                             );
                         }
+                        if let Some(h) = b.nacked {
+                            fail!(
+                                I3,
+                                "hardware reset of {:?} after {:?} refused it",
+                                device,
+                                h
+                            );
+                        }
+
                         if let Some((h, _)) = b
                             .clients
                             .iter()
@@ -1789,11 +1855,19 @@ impl Oracle {
                 }
             }
             Output::ResetCycleFinished { device, outcome } => {
+                if let CycleOutcome::CannotReset { member, reason } = outcome {
+                    self.cannot_reset(device, member, reason, before, after)?;
+                }
                 let b = self.dev_mut(device)?;
                 if b.cycles_owed == 0 {
                     if b.fatal_deferred {
                         // The answer to a deferred fatal error.
                         b.fatal_deferred = false;
+                        return Ok(());
+                    }
+                    if b.group.is_some() && matches!(outcome, CycleOutcome::CannotReset { .. }) {
+                        // A member pulled into its group's cycle while powering up: the
+                        // cycle that ended without a reset drops the reset it waited for.
                         return Ok(());
                     }
                     fail!(I8, "ResetCycleFinished({:?}) with no cycle owed", outcome);
@@ -1838,6 +1912,14 @@ impl Oracle {
                 b.cycle_since = None;
                 if followup && b.cycles_owed == 1 && matches!(outcome, CycleOutcome::Completed(_)) {
                     // The follow-up cycle begins now: every active client votes.
+                    self.begin_cycle(device, now)?;
+                } else if b.cycles_owed == 0
+                    && b.group.is_some()
+                    && is_cycle_phase(after.phase(device))
+                {
+                    // Its group's next cycle began in this step (another member's
+                    // follow-up): every active client votes.
+                    b.cycles_owed = 1;
                     self.begin_cycle(device, now)?;
                 }
                 let b = self.dev_mut(device)?;
@@ -1932,6 +2014,7 @@ impl Oracle {
                 }
                 b.present = false;
                 b.removal_requested = false;
+                b.group = None;
             }
             Output::UnloadMayFinish => {
                 if !self.unload_requested {
@@ -1952,10 +2035,156 @@ impl Oracle {
         Ok(())
     }
 
+    /// The members of `g`, by device id.
+    fn members(&self, g: GroupId) -> Vec<DeviceId> {
+        (0..self.devices.len())
+            .filter(|&i| self.devices[i].group == Some(g) && self.devices[i].present)
+            .map(|i| DeviceId(i as u8))
+            .collect()
+    }
+
+    /// A hardware reset commanded through `carrier`, a member of `g` (I3, I12 per group):
+    /// exactly one reset in flight in the group; every other member still there has all
+    /// its voters answered, nothing in flight, and executes the group's reset with it; no
+    /// member refused it; and not every voter of every member can recover.
+    fn group_reset<S: Sut>(
+        &self,
+        carrier: DeviceId,
+        g: GroupId,
+        after: &S,
+    ) -> Result<(), Violation> {
+        let mut recover = true;
+        for d in self.members(g) {
+            let b = &self.devices[usize::from(d.0)];
+            if b.surprise || b.removal_requested {
+                continue; // it left the cycle
+            }
+            if b.cycles_owed > 0 {
+                if let Some(h) = b.nacked {
+                    fail!(
+                        I3,
+                        "group reset through {:?} after {:?} refused it",
+                        carrier,
+                        h
+                    );
+                }
+                recover &= b.all_voters_recover();
+            }
+            if d == carrier {
+                continue;
+            }
+            if b.reset_in_flight {
+                fail!(
+                    I3,
+                    "second hardware reset in group {:?}: {:?} while {:?}'s is in flight",
+                    g,
+                    carrier,
+                    d
+                );
+            }
+            let phase = after.phase(d);
+            if !matches!(
+                phase,
+                Some(PhaseKind::Executing | PhaseKind::Failed | PhaseKind::Absent)
+            ) {
+                fail!(
+                    I3,
+                    "group {:?} reset through {:?} while member {:?} is {:?}, not quiesced \
+                     for it",
+                    g,
+                    carrier,
+                    d,
+                    phase
+                );
+            }
+            if let Some((h, _)) = b
+                .clients
+                .iter()
+                .find(|(_, c)| c.voter && !c.gone && !c.unregistered && !c.cut)
+            {
+                fail!(
+                    I3,
+                    "group reset through {:?} while voter {:?} of member {:?} has not answered",
+                    carrier,
+                    h,
+                    d
+                );
+            }
+            if let Some((h, c)) = b.clients.iter().find(|(_, c)| c.ops > 0) {
+                fail!(
+                    I12,
+                    "group reset through {:?} while client {:?} of member {:?} has {} \
+                     operations in flight",
+                    carrier,
+                    h,
+                    d,
+                    c.ops
+                );
+            }
+        }
+        if recover {
+            fail!(
+                Recovery,
+                "group {:?} reset through {:?} though every voter of every member can recover",
+                g,
+                carrier
+            );
+        }
+        Ok(())
+    }
+
+    /// A cycle of `device` ended without a reset because `member` could not take part:
+    /// the clients told `RESET` are owed `Recovered` at the device's epoch (I4), and the
+    /// member named did not vanish (a vanished member leaves).
+    fn cannot_reset<S: Sut>(
+        &mut self,
+        device: DeviceId,
+        member: DeviceId,
+        reason: CannotResetReason,
+        before: &S,
+        after: &S,
+    ) -> Result<(), Violation> {
+        // (Its epoch may have moved in this step: a completed reset, then a follow-up
+        // that could not run.)
+        let _ = before;
+        if let Some(e) = after.epoch(device) {
+            for c in self
+                .dev_mut(device)?
+                .clients
+                .values_mut()
+                .filter(|c| c.owed_end)
+            {
+                c.recovery_owed = Some(e);
+            }
+        }
+        let Some(m) = self.dev(member) else {
+            fail!(Handles, "CannotReset names {:?}, beyond capacity", member);
+        };
+        if let CannotResetReason::MemberState(_) = reason {
+            if m.surprise || m.removal_requested || !m.present {
+                fail!(
+                    Group,
+                    "{:?}'s cycle ended for member {:?}, which vanished ({:?}): it should \
+                     have left the cycle",
+                    device,
+                    member,
+                    reason
+                );
+            }
+        }
+        if let CannotResetReason::ClientRefused(h) = reason {
+            if m.nacked != Some(h) {
+                fail!(I8, "CannotReset names {:?}, which refused nothing", h);
+            }
+        }
+        Ok(())
+    }
+
     /// Mark every live client of `d` a voter of a cycle beginning at `now`.
     fn begin_cycle(&mut self, d: DeviceId, now: Tick) -> Result<(), Violation> {
         let b = self.dev_mut(d)?;
         b.cycle_since = Some(now);
+        b.nacked = None;
         b.votes_reset = 0;
         b.votes_recover = 0;
         b.silent_revoked = 0;
@@ -1993,7 +2222,10 @@ impl Oracle {
             let (pb, pa) = (before.phase(device), after.phase(device));
             // Every state change is one the machine lists.
             if let (Some(from), Some(to)) = (pb, pa) {
-                if !is_listed(from, input.kind(), to) {
+                let grouped = self.devices[i].group.is_some()
+                    || books.get(i).is_some_and(|b| b.group.is_some());
+                let group_moved = grouped && group_move(from, to);
+                if !(is_listed(from, input.kind(), to) || group_moved) {
                     fail!(
                         Transition,
                         "{:?} went from {:?} to {:?} on {:?}, a change TRANSITIONS does not list",
@@ -2467,3 +2699,20 @@ pub fn client_of(input: &Input) -> Option<ClientHandle> {
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
+
+/// A state change a member of a reset group may make on an input to another member (or
+/// the time): its group's cycle begins, resets, recovers or ends without a reset.
+fn group_move(from: PhaseKind, to: PhaseKind) -> bool {
+    use PhaseKind::*;
+    matches!(
+        (from, to),
+        (Running, Quiescing | Executing)
+            | (LowPower, PoweringUp)
+            | (Quiescing, Executing | Running | PoweringDown)
+            | (
+                Executing,
+                Running | Quiescing | Failed | Removing | Absent | PoweringDown
+            )
+            | (Removing, Absent)
+    )
+}

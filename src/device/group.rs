@@ -23,6 +23,10 @@ pub(crate) struct Member {
     pub(crate) carrier: bool,
     /// A voter refused the group's reset ([`Input::ResetNack`]): the group ends its cycle.
     pub(crate) refused_by: Option<ClientHandle>,
+    /// For the length of one input on this device: another member cannot take part, so a
+    /// cycle this input would begin ends at once, telling nobody `RESET` (so a client
+    /// whose callback is stuck collects no `RESET`/`Recovered` pairs).
+    pub(crate) blocked: Option<(DeviceId, CannotResetReason)>,
 }
 
 impl Member {
@@ -34,12 +38,14 @@ impl Member {
         awaits_group_reset: false,
         carrier: false,
         refused_by: None,
+        blocked: None,
     };
 
     /// Out of the group's cycle (the membership stays).
     pub(crate) fn leave_cycle(&mut self) {
         *self = Member {
             group: self.group,
+            blocked: self.blocked,
             ..Member::NONE
         };
     }
@@ -248,7 +254,13 @@ impl<const C: usize, const P: usize> Device<C, P> {
         result: ResetResult,
     ) {
         let awaited = self.group.awaits_group_reset && !self.group.carrier;
+        // The carrier's own follow-up cycle may have begun (and be quiesced) already.
+        let ready = self
+            .group
+            .ready
+            .filter(|_| matches!(self.phase, Phase::Quiescing { .. }));
         self.group.leave_cycle();
+        self.group.ready = ready;
         if awaited {
             let _ = self.reset_done(cx, result);
             self.refresh_deadline(cx.config);

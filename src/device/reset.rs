@@ -140,6 +140,11 @@ impl<const C: usize, const P: usize> Device<C, P> {
 
     /// Tell every client `RESET`; with no voter the hardware reset follows at once.
     pub(super) fn begin_cycle<const Q: usize>(&mut self, cx: &mut Ctx<'_, Q>) {
+        if let Some((member, reason)) = self.group.blocked {
+            // Reset groups: another member cannot take part: no cycle, answered now.
+            cx.cycle_finished(CycleOutcome::CannotReset { member, reason });
+            return;
+        }
         // One pass: every active client votes and is told `RESET` (as `set_roles` then
         // `notify_active` would: telling a client reads no role).
         let mut voters = 0usize;

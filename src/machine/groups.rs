@@ -191,6 +191,11 @@ impl<const C: usize, const P: usize, const Q: usize> GroupStep<'_, C, P, Q> {
                     vanished = Some((cx.device, d.phase.kind()));
                 }
                 d.group.leave_cycle();
+                if matches!(d.phase, crate::device::Phase::Running) {
+                    // Back from a power-up that lost its state (which served its own
+                    // request): the group's reset still touches it, so it takes part.
+                    d.join_group_cycle(cx);
+                }
             }
         });
         if let Some((member, phase)) = vanished {
@@ -306,6 +311,26 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Lifecycle<D
             }
             self.settle_group(group, None);
         }
+    }
+
+    /// For an input on `device`, a member of a group with no cycle under way: the first
+    /// other member that cannot take part in one, and why (`None` for a device in no
+    /// group). A cycle the input would begin ends at once with that reason.
+    pub(super) fn group_blocker(&self, device: DeviceId) -> Option<(DeviceId, CannotResetReason)> {
+        let group = self.devices.get(usize::from(device.0))?.group.group?;
+        if self.group_cycle(group).is_some() {
+            return None;
+        }
+        self.devices
+            .iter()
+            .enumerate()
+            .filter(|(i, d)| d.group.group == Some(group) && *i != usize::from(device.0))
+            .find_map(|(i, d)| match d.group_part() {
+                Part::Blocks(reason) => {
+                    Some((DeviceId(u8::try_from(i).unwrap_or(u8::MAX)), reason))
+                }
+                Part::Vanished | Part::Joins => None,
+            })
     }
 
     /// The earliest deadline of a group's cycle waiting for its members.

@@ -15,7 +15,8 @@
 //! and time does not move between them), so between two driver-wide inputs (`Timeout`,
 //! `Unload`) the explorer takes device inputs in non-decreasing device order only: every
 //! interleaving reaches the same states as this one (a sequentialisation, a simple partial
-//! order reduction).
+//! order reduction). Not while any device is in a reset group: an input to one member
+//! moves the others, so every order is explored.
 //!
 //! The state space of the core is infinite (epochs, slot generations and the clock grow
 //! without bound), so the exploration is bounded by [`Bounds`]: a state beyond a bound is
@@ -108,7 +109,7 @@ pub struct Report {
 
 /// What the explorer counts edges for, to show what its bound reaches: outputs, and
 /// hardware operations in flight racing a stop, a reset, a removal and a revocation.
-pub const LANDMARKS: [&str; 20] = [
+pub const LANDMARKS: [&str; 24] = [
     "cycle completed",
     "fence",
     "revoked",
@@ -129,10 +130,17 @@ pub const LANDMARKS: [&str; 20] = [
     "fast-path close answered with an operation in flight",
     "fast-path close overran and was fenced",
     "fast-path gate reopened at a new epoch",
+    "group reset through one member for the whole group",
+    "group cycle ended by a nack",
+    "group member removed mid-cycle, the group reset without it",
+    "group member in Dx powered up for the group's cycle",
 ];
 
 /// The landmarks only a fast-path machine ([`crate::sut::FastPath`]) reaches.
 pub const FAST_PATH_LANDMARKS: std::ops::Range<usize> = 17..20;
+
+/// The landmarks only a machine with a reset group reaches.
+pub const GROUP_LANDMARKS: std::ops::Range<usize> = 20..24;
 
 fn landmarks<S: Sut>(
     before: &World<S>,
@@ -228,6 +236,49 @@ fn landmarks<S: Sut>(
             _ => continue,
         };
         reached[i] += 1;
+    }
+    // Reset groups.
+    let grouped = |d: DeviceId| {
+        before
+            .oracle
+            .devices
+            .get(usize::from(d.0))
+            .is_some_and(|b| b.group.is_some())
+    };
+    let vanished_member = (0..S::DEVICES).any(|d| {
+        let d = DeviceId(d as u8);
+        grouped(d)
+            && before
+                .oracle
+                .devices
+                .get(usize::from(d.0))
+                .is_some_and(|b| b.surprise || b.removal_requested)
+    });
+    for o in &step.outputs {
+        match o {
+            Output::Hardware {
+                device,
+                command: HardwareCommand::Reset,
+            } if grouped(*device) => {
+                reached[20] += 1;
+                if vanished_member {
+                    reached[22] += 1;
+                }
+            }
+            Output::ResetCycleFinished {
+                outcome:
+                    CycleOutcome::CannotReset {
+                        reason: pnp_lifecycle::CannotResetReason::ClientRefused(_),
+                        ..
+                    },
+                ..
+            } => reached[21] += 1,
+            Output::Hardware {
+                device,
+                command: HardwareCommand::PowerUp,
+            } if grouped(*device) && input.device() != Some(*device) => reached[23] += 1,
+            _ => {}
+        }
     }
     for o in &step.outputs {
         let i = match o {
@@ -495,6 +546,16 @@ pub fn alphabet<S: Sut>(world: &World<S>, wide: bool) -> Vec<(Tick, Input)> {
         v.push(Input::ResetRequest { client });
         v.push(Input::ResetExecute { client });
         v.push(Input::CanRecover { client });
+        let grouped = |d: DeviceId| {
+            world
+                .oracle
+                .devices
+                .get(usize::from(d.0))
+                .is_some_and(|b| b.group.is_some())
+        };
+        if grouped(client.device) {
+            v.push(Input::ResetNack { client });
+        }
         v.push(if book.cannot_pause {
             Input::CanPause { client }
         } else {
@@ -645,6 +706,9 @@ fn expand<S: Sut>(
         violation: None,
     };
     for (world, last_dev, id) in layer {
+        // Inputs to members of a reset group do not commute (one moves the others): no
+        // device-order reduction while any device is in a group.
+        let grouped = world.oracle.devices.iter().any(|b| b.group.is_some());
         if bounds.liveness_every > 0 && (*id as usize).is_multiple_of(bounds.liveness_every) {
             for mode in [
                 Quiesce::Cooperative,
@@ -667,7 +731,7 @@ fn expand<S: Sut>(
         }
         for (now, input) in alphabet(world, bounds.wide_alphabet) {
             let dev = device_of(&input);
-            if let (Some(d), Some(last)) = (dev, *last_dev) {
+            if let (Some(d), Some(last), false) = (dev, *last_dev, grouped) {
                 if d < last {
                     continue; // reached by the reordering in device order
                 }

@@ -11,7 +11,7 @@ use crate::sut::Sut;
 use crate::world::{past_all_deadlines, World};
 use arbitrary::{Arbitrary, Result, Unstructured};
 use pnp_lifecycle::{
-    Access, ClientHandle, ClientKind, Config, DeviceId, Epoch, Input, LinkState, PhysPort,
+    Access, ClientHandle, ClientKind, Config, DeviceId, Epoch, GroupId, Input, LinkState, PhysPort,
     PortCaps, PortSet, PowerDownKind, PowerUpResult, Protocol, RequestToken, ResetResult,
     StartResult, Tick, TrustedTimeoutPolicy,
 };
@@ -448,7 +448,21 @@ impl Generator {
                     _ => PowerUpResult::Powered,
                 },
             },
-            _ => Input::arbitrary(u)?,
+            // Reset groups now and then (a group id one beyond is refused), else a raw
+            // input.
+            _ => match u.int_in_range(0..=3u8)? {
+                0 => Input::JoinResetGroup {
+                    device: self.device::<S>(u)?,
+                    group: GroupId(u.int_in_range(0..=S::DEVICES as u8)?),
+                },
+                1 => Input::LeaveResetGroup {
+                    device: self.device::<S>(u)?,
+                },
+                2 => Input::ResetNack {
+                    client: self.handle(u, world)?,
+                },
+                _ => Input::arbitrary(u)?,
+            },
         };
         Ok(input)
     }

@@ -321,6 +321,9 @@ struct Part {
     carrier: bool,
     /// A voter refused.
     refused: Option<ClientHandle>,
+    /// During one input on this member: another member cannot take part, so a cycle the
+    /// input would begin is answered at once, nobody told `RESET`.
+    blocked: Option<(DeviceId, CannotResetReason)>,
 }
 
 /// A group's cycle: its deadline (`None`: beyond the clock) and whether the reset was
@@ -575,7 +578,14 @@ impl Model {
         if self.driver == DriverPhase::Unloaded {
             return None;
         }
-        let mut best: Option<u64> = None;
+        // A reset group's cycle waiting for its members has its one deadline.
+        let mut best: Option<u64> = self
+            .groups
+            .iter()
+            .flatten()
+            .filter(|r| !r.commanded)
+            .filter_map(|r| r.deadline)
+            .min();
         for d in &self.devs {
             for c in d.cls.iter().filter(|c| !c.fence) {
                 if let Some(since) = c.cb {
@@ -772,7 +782,21 @@ impl Model {
                 // The group's reset went through its carrier, not this member.
                 return Err(Error::NoHardwareCommandInFlight);
             }
-            _ => self.devs[di].input(&mut cx, input)?,
+            _ => {
+                let blocked = match group {
+                    Some(g) if self.groups[usize::from(g.0)].is_none() => self
+                        .devs
+                        .iter()
+                        .enumerate()
+                        .filter(|&(i, d)| i != di && d.group == Some(g))
+                        .find_map(|(i, d)| d.group_blocker().map(|r| (DeviceId(i as u8), r))),
+                    _ => None,
+                };
+                self.devs[di].part.blocked = blocked;
+                let reply = self.devs[di].input(&mut cx, input);
+                self.devs[di].part.blocked = None;
+                reply?
+            }
         };
         self.devs[di].after(&mut cx);
         if let Some(group) = group {
@@ -902,9 +926,19 @@ impl Model {
             if self.groups[gi].is_some_and(|r| r.commanded) {
                 self.members(g, out, |d, cx| {
                     let awaited = d.part.awaits && !d.part.carrier;
-                    d.part = Part::default();
+                    // The carrier's follow-up cycle may be quiesced already.
+                    let ready = match d.st {
+                        St::Quiescing { .. } => d.part.ready,
+                        _ => None,
+                    };
+                    d.part = Part {
+                        ready,
+                        ..Part::default()
+                    };
                     if awaited {
                         let _ = d.reset_done(cx, result);
+                        // A system sleep that waited for the cycle begins now.
+                        d.sleep_after(cx);
                     }
                 });
                 self.groups[gi] = None;
@@ -937,9 +971,13 @@ impl Model {
         if run.commanded {
             return;
         }
-        self.members(g, out, |d, _| {
+        self.members(g, out, |d, cx| {
             if d.part.on && !d.in_group_cycle() {
                 d.part = Part::default();
+                if d.st == St::Running {
+                    // Back from a lost-state power-up: the group's reset touches it too.
+                    d.join_group(cx);
+                }
             }
         });
         if let Some((member, client)) = self.first(g, |d| d.part.refused) {
@@ -2008,7 +2046,10 @@ impl Dev {
     /// The member's part ends with no reset: answered `outcome`, clients told `Recovered`.
     fn end_group_part(&mut self, cx: &mut Cx<'_>, outcome: CycleOutcome) {
         match &mut self.st {
-            St::Quiescing { .. } => self.end_without_reset(cx, outcome),
+            St::Quiescing { .. } => {
+                self.end_without_reset(cx, outcome);
+                self.sleep_after(cx);
+            }
             St::PoweringDown { reset, .. }
             | St::LowPower { reset, .. }
             | St::PoweringUp { reset, .. }
@@ -2493,6 +2534,11 @@ impl Dev {
     }
 
     fn begin_cycle(&mut self, cx: &mut Cx<'_>) {
+        if let Some((member, reason)) = self.part.blocked {
+            // Its group cannot reset: answered now, nobody told RESET.
+            cx.cycle(CycleOutcome::CannotReset { member, reason });
+            return;
+        }
         self.all_roles(Role::Voting);
         self.tell_live(cx, Event::Reset);
         // With no voter nobody can say it recovers: the reset runs.
