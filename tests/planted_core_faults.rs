@@ -11,14 +11,14 @@
 
 use pnp_lifecycle::planted::{plant, Fault};
 use pnp_lifecycle::{
-    ClientHandle, ClientKind, Config, DeviceId, Input, PhysPort, PortSet, PowerDownKind,
+    ClientHandle, ClientKind, Config, DeviceId, GroupId, Input, PhysPort, PortSet, PowerDownKind,
     RequestToken, StartResult, Tick, TrustedTimeoutPolicy,
 };
 use pnp_lifecycle_testkit::explore::{explore_from, Bounds, Report, EXPLORER_PORTS};
 use pnp_lifecycle_testkit::fuzz_bodies::run_inputs;
 use pnp_lifecycle_testkit::rng::SplitMix;
 use pnp_lifecycle_testkit::{
-    drive_to_quiescence, Check, FastSmall, Fuzz, Quiesce, Small, Sut, World,
+    drive_to_quiescence, Check, FastSmall, Fuzz, Pair, Quiesce, Small, Sut, World,
 };
 
 const CONFIG: Config = Config {
@@ -348,7 +348,8 @@ fn a_suspend_without_resume_breaks_i14() {
     fuzz_finds(Fault::SuspendWithoutResume, &[Check::I14], 3000);
 }
 
-/// Every planted fault has a test (the five fast-path gate faults below).
+/// Every planted fault has a test (the five fast-path gate faults and the three reset
+/// group faults below).
 #[test]
 fn every_planted_fault_is_covered() {
     assert_eq!(Fault::ALL.len(), 24);
@@ -442,4 +443,93 @@ fn a_gate_left_open_into_dx_breaks_i15() {
 #[test]
 fn a_revoked_clients_gate_left_open_breaks_i15() {
     explorer_finds_on_the_fast_path(Fault::GateOpenedForRevokedClient, false, &[Check::I15]);
+}
+
+// ---- reset groups (issue 23) -----------------------------------------------------------
+
+/// Two devices started in one reset group; an untrusted client on device 1 only (device 0
+/// has no voter: quiesced at once).
+fn group_prefix() -> Vec<(Tick, Input)> {
+    let t = Tick(0);
+    let mut v = Vec::new();
+    for (i, device) in [DeviceId(0), DeviceId(1)].into_iter().enumerate() {
+        v.push((t, Input::AddDevice { device }));
+        v.push((
+            t,
+            Input::Start {
+                device,
+                token: RequestToken(100 + i as u32),
+            },
+        ));
+        v.push((
+            t,
+            Input::StartDone {
+                device,
+                result: StartResult::Started,
+            },
+        ));
+        v.push((
+            t,
+            Input::JoinResetGroup {
+                device,
+                group: GroupId(0),
+            },
+        ));
+    }
+    v.push((
+        t,
+        Input::Register {
+            device: DeviceId(1),
+            kind: ClientKind::Untrusted,
+        },
+    ));
+    v
+}
+
+/// The explorer, model off, from the group prefix, must find `fault` as `expected`.
+fn explorer_finds_in_a_group(fault: Fault, expected: Check) {
+    plant(fault);
+    let report = explore_from(World::<Pair>::new(CONFIG, false), &group_prefix(), SEARCH);
+    plant(Fault::None);
+    let (v, path) = report
+        .violation
+        .clone()
+        .unwrap_or_else(|| panic!("explorer missed planted fault {fault:?}: {report}"));
+    println!(
+        "{fault:?}: caught by the explorer (model off) as {:?} after {} inputs ({} states, {} edges, {:.1} s): {}",
+        v.check,
+        path.len(),
+        report.states,
+        report.edges,
+        report.seconds,
+        v.detail
+    );
+    assert_eq!(v.check, expected, "{fault:?} caught as {v} via {path:?}");
+}
+
+#[test]
+fn control_no_fault_in_a_group() {
+    let bounds = Bounds {
+        max_depth: 4,
+        ..SEARCH
+    };
+    plant(Fault::None);
+    let report = explore_from(World::<Pair>::new(CONFIG, false), &group_prefix(), bounds);
+    println!("control (group): {report}");
+    assert!(report.violation.is_none(), "{report}");
+}
+
+#[test]
+fn a_group_reset_before_the_other_members_voters_answered_breaks_i3() {
+    explorer_finds_in_a_group(Fault::GroupResetBeforeAllAnswered, Check::I3);
+}
+
+#[test]
+fn a_lost_nack_breaks_i3() {
+    explorer_finds_in_a_group(Fault::GroupNackLost, Check::I3);
+}
+
+#[test]
+fn a_removed_member_blocking_the_groups_cycle_is_seen() {
+    explorer_finds_in_a_group(Fault::GroupRemovedMemberBlocks, Check::Group);
 }
