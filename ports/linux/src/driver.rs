@@ -314,14 +314,14 @@ impl<K: Kernel, O: LinuxPort> Driver<K, O> {
     /// recovery: a reset no `slot_reset` claimed will not run (reported failed: the
     /// teardown touches no register), one claimed and never resumed was done.
     pub fn begin_remove(&self, dev: DeviceId) -> Result<Pending, LinuxError> {
-        let d = dev_index(dev)?;
+        dev_index(dev)?;
         self.with(|o, now, s| {
             let pending = Pending::default();
             o.submit(now, pending.clone(), |token| Input::Remove {
                 device: dev,
                 token,
             })?;
-            end_reset(o, now, dev, std::mem::take(&mut s.devs[d].claimed));
+            end_claimed(o, now, s, dev);
             Ok(pending)
         })
     }
@@ -684,7 +684,7 @@ impl<K: Kernel, O: LinuxPort> Driver<K, O> {
         if state == PciChannelState::PermFailure {
             self.with(|o, now, s| {
                 let _ = o.feed(now, Input::SurpriseRemoval { device: dev });
-                end_reset(o, now, dev, std::mem::take(&mut s.devs[d].claimed));
+                end_claimed(o, now, s, dev);
             });
             return PciErsResult::Disconnect;
         }
@@ -698,6 +698,9 @@ impl<K: Kernel, O: LinuxPort> Driver<K, O> {
             );
             if !in_cycle {
                 s.attachments(d).for_each(|a| a.mmio_owed = false); // a past cycle's
+            }
+            if crate::group::in_group_cycle(o, dev) {
+                return PciErsResult::NeedReset; // the slot's one error, on another function
             }
             match o.feed(now, Input::FatalError { device: dev }) {
                 Ok(Reply::Fatal(FatalAnswer::Served(_) | FatalAnswer::Deferred)) => {
@@ -772,6 +775,7 @@ impl<K: Kernel, O: LinuxPort> Driver<K, O> {
         });
         // Feed each answer as it comes (a vote the cycle no longer wants is refused and
         // changes nothing); done once none of them still votes.
+        let mut needs_reset = false;
         let answered = |o: &mut LinuxOwner<O>, now: Tick, s: &mut PortState| {
             for &client in &asked {
                 let answer = s.reg_of(client).and_then(|a| a.mmio_answer.take());
@@ -779,7 +783,10 @@ impl<K: Kernel, O: LinuxPort> Driver<K, O> {
                     Some(PciErsResult::Recovered | PciErsResult::CanRecover) => {
                         Input::CanRecover { client }
                     }
-                    Some(PciErsResult::NeedReset) => Input::ResetExecute { client },
+                    Some(PciErsResult::NeedReset) => {
+                        needs_reset = true;
+                        Input::ResetExecute { client }
+                    }
                     Some(PciErsResult::Disconnect) => Input::Unregister { client },
                     Some(PciErsResult::None) | None => continue, // votes later
                 };
@@ -793,6 +800,12 @@ impl<K: Kernel, O: LinuxPort> Driver<K, O> {
             return PciErsResult::Disconnect;
         }
         self.carry_out(); // what the last vote caused (every `resume`, if recovered)
+        let held = |o: &mut LinuxOwner<O>, _: Tick, _: &mut PortState| {
+            crate::group::held_answer(o, dev, &asked, needs_reset)
+        };
+        if let Some(answer) = self.with(held) {
+            return answer; // this function's own answer; its group decides
+        }
         let (phase, failed) = self
             .rt
             .inspect(|o| (o.machine().phase(dev), o.machine().failure(dev)));
@@ -839,7 +852,7 @@ impl<K: Kernel, O: LinuxPort> Driver<K, O> {
                 // Reported by `resume` (clients get theirs then), or by remove.
                 ResetResult::Succeeded if *claimed => PciErsResult::Recovered,
                 ResetResult::Failed if std::mem::take(claimed) => {
-                    end_reset(o, now, dev, false);
+                    report_reset(o, now, s, dev, true, ResetResult::Failed);
                     PciErsResult::Disconnect
                 }
                 _ => PciErsResult::Disconnect, // remove or perm failure took it meanwhile
@@ -854,7 +867,7 @@ impl<K: Kernel, O: LinuxPort> Driver<K, O> {
         self.with(|o, now, s| {
             s.devs[d].forced = false;
             if std::mem::take(&mut s.devs[d].claimed) {
-                end_reset(o, now, dev, true);
+                end_reset(o, now, s, dev, true);
             }
         });
     }
@@ -992,8 +1005,8 @@ impl<K: Kernel, O: LinuxPort> Driver<K, O> {
         self.with(|o, now, s| {
             o.feed(now, Input::Unload)?;
             // PCI remove of every device: error recovery ends, as in `begin_remove`.
-            for (d, dev) in s.devs.iter_mut().enumerate() {
-                end_reset(o, now, DeviceId(d as u8), std::mem::take(&mut dev.claimed));
+            for d in 0..MAX_DEVICES {
+                end_claimed(o, now, s, DeviceId(d as u8));
             }
             Ok(())
         })
@@ -1089,18 +1102,40 @@ fn attach<O: LinuxPort>(
 
 /// Report the commanded reset: done if `claimed` (re-initialised), else not done (no
 /// `slot_reset` will run it). Refused, and so harmless, when no reset is in flight.
-fn end_reset<O: LinuxPort>(o: &mut LinuxOwner<O>, now: Tick, dev: DeviceId, claimed: bool) {
+fn end_reset<O: LinuxPort>(
+    o: &mut LinuxOwner<O>,
+    now: Tick,
+    s: &mut PortState,
+    dev: DeviceId,
+    claimed: bool,
+) {
     let result = match claimed {
         true => ResetResult::Succeeded,
         false => ResetResult::Failed,
     };
-    let _ = o.feed(
-        now,
-        Input::ResetDone {
-            device: dev,
-            result,
-        },
-    );
+    report_reset(o, now, s, dev, claimed, result);
+}
+
+/// Removal ends error recovery: [`end_reset`] with whether `slot_reset` took the reset.
+fn end_claimed<O: LinuxPort>(o: &mut LinuxOwner<O>, now: Tick, s: &mut PortState, dev: DeviceId) {
+    let claimed = std::mem::take(&mut s.devs[usize::from(dev.0) % MAX_DEVICES].claimed);
+    end_reset(o, now, s, dev, claimed);
+}
+
+/// Report `dev`'s re-initialisation after the commanded reset (`took`: it ran); for a
+/// function a reset group's reset covered, to its carrier (see `crate::group`).
+fn report_reset<O: LinuxPort>(
+    o: &mut LinuxOwner<O>,
+    now: Tick,
+    s: &mut PortState,
+    dev: DeviceId,
+    took: bool,
+    result: ResetResult,
+) {
+    let Some(device) = crate::group::reset_report(s, dev, took) else {
+        return;
+    };
+    let _ = o.feed(now, Input::ResetDone { device, result });
 }
 
 /// `slot_reset`'s question: `None` while clients vote; `NeedReset` when this call took

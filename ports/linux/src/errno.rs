@@ -85,7 +85,9 @@ pub fn errno_of(e: Error) -> Errno {
         Error::Vetoed(_)
         | Error::RequestPending
         | Error::UnloadAlreadyRequested
-        | Error::TooManyOperations => Errno::EBUSY,
+        | Error::TooManyOperations
+        | Error::AlreadyInResetGroup { .. }
+        | Error::GroupCycleInProgress { .. } => Errno::EBUSY,
         Error::ResetInProgress | Error::OutputBacklog { .. } | Error::ResetNotDelivered => {
             Errno::EAGAIN
         }

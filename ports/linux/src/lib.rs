@@ -13,7 +13,9 @@
 //! `pci_channel_io_perm_failure` → surprise removal), uverbs-style
 //! disassociate as the fence, errno values, IB port events and `ib_query_port`;
 //! `dev_pm_ops` system sleep and runtime PM ([`Driver::pm`], [`Driver::runtime_idle`],
-//! hardware calls as `pm_runtime_get_sync` / `pm_runtime_put`).
+//! hardware calls as `pm_runtime_get_sync` / `pm_runtime_put`); reset groups
+//! ([`Driver::join_reset_group`]) with mlx5's synchronised firmware reset
+//! ([`Driver::fw_reset_sync`]) and PCI error recovery across a slot's functions.
 //!
 //! The concurrency is the shared owner runtime's ([`pnp_lifecycle_runtime`]) with
 //! [`Dispatch::Inline`]: callers carry out the callbacks their call caused, as `ib_core`
@@ -26,10 +28,12 @@
 
 mod driver;
 pub mod errno;
+mod group;
 mod os;
 
 pub use driver::{Driver, HwContext, HwOp, LinuxOwner, LinuxPort, LinuxRuntime, PortAttr};
 pub use errno::{errno_of, Errno, LinuxError};
+pub use group::SyncResetAnswer;
 pub use os::{
     failure_text, ClientId, Hardware, IbClient, IbEvent, Job, LinuxOs, NullHardware,
     PciChannelState, PciErsResult, Pending, PmOp, RemoveCause, KERNEL_LOG_LINES, MAX_CLIENTS,

@@ -7,10 +7,12 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use pnp_lifecycle::{
-    ClientHandle, ClientKind, DeviceId, Epoch, Event, FailureCause, HardwareCommand, Input,
-    LinkState, PhysPort, PowerDownKind, PowerUpResult, ResetResult, StartResult,
+    ClientHandle, ClientKind, CycleOutcome, DeviceId, Epoch, Event, FailureCause, HardwareCommand,
+    Input, LinkState, PhysPort, PowerDownKind, PowerUpResult, ResetResult, StartResult,
 };
-use pnp_lifecycle_runtime::{Completion, News, Os};
+use pnp_lifecycle_runtime::{Completion, GroupReset, News, Os};
+
+use crate::group::SyncResetAnswer;
 
 /// Devices one driver can own.
 pub const MAX_DEVICES: usize = 2;
@@ -183,6 +185,12 @@ pub trait IbClient: Send + Sync {
             self.resume(dev, epoch);
         }
     }
+    /// `RESET` of an mlx5 sync reset ([`crate::Driver::fw_reset_sync`]) instead of
+    /// `error_detected`: quiesce and ack, or nack (no function of the group resets).
+    fn sync_reset_request(&self, dev: DeviceId) -> SyncResetAnswer {
+        let _ = dev;
+        SyncResetAnswer::Ack
+    }
     /// Not a callback: the context on `dev` was fenced (disassociated while a callback or
     /// operation of it ran: that one returned, or, with `overran`, still runs past the
     /// grace and reaches nothing). Nothing else follows for `dev`. Must not block.
@@ -211,6 +219,16 @@ pub trait Hardware: Send + Sync {
     fn power_up(&self, dev: DeviceId) -> PowerUpResult {
         let _ = dev;
         PowerUpResult::Powered
+    }
+    /// mlx5's sync reset, on every function it covers: unload (`mlx5_unload_one`) before
+    /// the reset; [`Self::reset`] reloads after it.
+    fn fw_reset_unload(&self, dev: DeviceId) {
+        let _ = dev;
+    }
+    /// mlx5's sync reset, once, on the function that carries it: the reset itself (the
+    /// PCI link toggle).
+    fn fw_reset_now(&self, dev: DeviceId) {
+        let _ = dev;
     }
     /// `Shutdown` / `ReleaseResources` (fire and forget).
     fn command(&self, dev: DeviceId, command: HardwareCommand) {
@@ -304,6 +322,15 @@ pub(crate) struct PciDev {
     pub(crate) claimed: bool,
     /// The machine's reset command was carried out (in the device's lane).
     pub(crate) ordered: bool,
+    /// The reset group's reset that covers this function was commanded through this
+    /// carrier; the function's report goes to it (`crate::group::reset_report`).
+    pub(crate) carrier: Option<DeviceId>,
+    /// devlink's `enable_remote_dev_reset` is off: the function nacks sync resets.
+    pub(crate) no_remote_reset: bool,
+    /// An mlx5 sync-reset request runs on the function's group (not PCI recovery).
+    pub(crate) sync_reset: bool,
+    /// How the function's last sync-reset cycle ended.
+    pub(crate) outcome: Option<CycleOutcome>,
 }
 
 /// The port's own state: the `ib_client` registry, the PCI core's side of each device
@@ -453,6 +480,9 @@ impl Os for LinuxOs {
         }
         match event {
             Event::Reset => {
+                if let Some(vote) = crate::group::sync_reset_vote(self, &**ops, client) {
+                    return vote; // mlx5's reset-request event
+                }
                 let vote = ops.error_detected(dev);
                 // CAN_RECOVER outside a function reset: `mmio_enabled` asks again (its
                 // answer is the vote), or `slot_reset` feeds it as it stands.
@@ -535,6 +565,9 @@ impl Os for LinuxOs {
             // The PCI core runs it (`slot_reset`, or the function reset and `reset_done`),
             // once this item, behind the news of fences it waited for, was carried out.
             HardwareCommand::Reset => {
+                if let Some(done) = crate::group::sync_reset(self, device, &[device]) {
+                    return Some(done); // mlx5's sync reset of a lone function
+                }
                 self.port(|s| s.devs[usize::from(device.0) % MAX_DEVICES].ordered = true);
                 None
             }
@@ -551,6 +584,10 @@ impl Os for LinuxOs {
                 None
             }
         }
+    }
+
+    fn group_reset(&self, reset: &GroupReset) -> Option<Input> {
+        crate::group::group_reset(self, reset)
     }
 
     fn complete(&self, request: Pending, completion: Completion) {
@@ -636,6 +673,9 @@ impl Os for LinuxOs {
                     }
                     s.log.push_back(line);
                 });
+            }
+            News::CycleFinished { device, outcome } => {
+                self.port(|s| crate::group::cycle_finished(s, device, outcome));
             }
             _ => {}
         }

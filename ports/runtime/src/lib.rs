@@ -40,6 +40,11 @@
 //!   until they return or the fence's grace passes, then `FenceDone` is fed and the port
 //!   hears [`News::Fenced`]; a callback still running then is abandoned (its return
 //!   reports nothing).
+//! * **Reset groups carried, not decided.** The group inputs are fed under the lock like
+//!   any other ([`Owner::join_reset_group`], [`Owner::reset_nack`]); the machine's one
+//!   reset of a group reaches the port as one [`Work::GroupReset`] naming the carrier and
+//!   the members it covers ([`Os::group_reset`]). Which members take part, the carrier,
+//!   when and how the cycle ends are the machine's.
 //! * **Nothing is lost.** Every OS request handed to [`Owner::submit`] is completed
 //!   exactly once, by the machine's completion or with its refusal.
 //!
@@ -61,6 +66,7 @@ extern crate alloc;
 extern crate std;
 
 mod fast;
+mod group;
 mod owner;
 #[cfg(pnp_faults)]
 pub mod planted;
@@ -71,6 +77,7 @@ mod shuttle_kernel;
 mod std_kernel;
 
 pub use fast::{AtomicWord, End, Gate, GateControl, Ticket};
+pub use group::GroupReset;
 pub use owner::{Completion, ContextId, Done, News, Os, Owner, Work};
 pub use runtime::{
     carry_out, Begin, ClientGate, Clock, Dispatch, Kernel, Monitor, Operation, Runtime,

@@ -8,6 +8,7 @@ use alloc::sync::Arc;
 use alloc::vec::Vec;
 
 use crate::fast::{Gate, GateControl};
+use crate::group::GroupReset;
 use pnp_lifecycle::{
     AccessAnswer, ClientHandle, ClientKind, Config, CycleOutcome, DeviceId, Epoch, Error, Event,
     FailureCause, FastPathGate, HardwareCommand, Input, Lifecycle, Output, Reply, RequestToken,
@@ -35,6 +36,13 @@ pub trait Os: Send + Sync + 'static {
     /// Command the hardware. `Some(input)` is the completion, fed at once (`StartDone`,
     /// `ResetDone`); `None` if the OS reports it later or it needs none.
     fn hardware(&self, device: DeviceId, command: HardwareCommand) -> Option<Input>;
+    /// Command a reset group's one hardware reset: reset every function of
+    /// `reset.members` once, through `reset.carrier`. `Some(input)` is the completion
+    /// (`ResetDone` for the carrier), fed at once. Default: [`Self::hardware`]'s `Reset`
+    /// to the carrier (hardware whose reset of one function resets them all).
+    fn group_reset(&self, reset: &GroupReset) -> Option<Input> {
+        self.hardware(reset.carrier, HardwareCommand::Reset)
+    }
     /// Complete an OS request.
     fn complete(&self, request: Self::Request, completion: Completion);
     /// Run one of the port's own jobs; `Some(input)` is fed after it.
@@ -123,6 +131,9 @@ pub enum Work<O: Os> {
         /// The command.
         command: HardwareCommand,
     },
+    /// Command a reset group's one hardware reset (the machine's `Reset` to a member of
+    /// a group, its carrier): see [`Os::group_reset`].
+    GroupReset(GroupReset),
     /// Complete an OS request.
     Complete {
         /// The request.
@@ -141,6 +152,7 @@ impl<O: Os> core::fmt::Debug for Work<O> {
         match self {
             Work::Callback { client, event, .. } => write!(f, "Callback({client:?}, {event:?})"),
             Work::Hardware { device, command } => write!(f, "Hardware({device:?}, {command:?})"),
+            Work::GroupReset(reset) => write!(f, "{reset:?}"),
             Work::Complete { completion, .. } => write!(f, "Complete({completion:?})"),
             Work::News(n) => write!(f, "News({n:?})"),
             Work::Job(_) => f.write_str("Job"),
@@ -178,6 +190,7 @@ impl<O: Os> Work<O> {
         match self {
             Work::Callback { client, .. } => Lane::Client(*client),
             Work::Hardware { device, .. } => Lane::Device(*device),
+            Work::GroupReset(reset) => Lane::Device(reset.carrier),
             Work::Job(job) => O::job_client(job).map_or(Lane::Os, Lane::Client),
             // The port hears a fence before the hardware commands it let go ahead.
             Work::News(News::Fenced { client, .. }) => Lane::Device(client.device),
@@ -451,11 +464,20 @@ impl<O: Os, const D: usize, const C: usize, const P: usize, const Q: usize> Owne
         #[cfg(pnp_faults)]
         let after = match self.fault {
             crate::planted::Fault::CompletionOvertakesTeardown => After::Nothing,
-            crate::planted::Fault::None | crate::planted::Fault::BeginAfterClose => after,
+            _ => after,
         };
         let seq = self.next_seq;
         self.next_seq += 1;
         self.work.push_back(Queued { seq, after, work });
+    }
+
+    /// The planted `GroupResetCoversEveryMember`: every declared member.
+    #[cfg(pnp_faults)]
+    fn planted_group_reset(&self, mut reset: GroupReset) -> GroupReset {
+        if self.fault == crate::planted::Fault::GroupResetCoversEveryMember {
+            reset.members = self.reset_group_members(reset.group);
+        }
+        reset
     }
 
     /// Plant `fault` in this owner's decisions (tests only: `--cfg pnp_faults`).
@@ -765,7 +787,24 @@ impl<O: Os, const D: usize, const C: usize, const P: usize, const Q: usize> Owne
                     .find(|(c, _)| *c == client)
                     .map(|(_, cb)| cb.clone()),
             },
-            Output::Hardware { device, command } => Work::Hardware { device, command },
+            Output::Hardware { device, command } => {
+                let group_reset = match command {
+                    HardwareCommand::Reset => GroupReset::of(&self.machine, device),
+                    _ => None,
+                };
+                match group_reset {
+                    Some(reset) => {
+                        #[cfg(pnp_faults)]
+                        let reset = self.planted_group_reset(reset);
+                        // The machine commands it through a member that takes part.
+                        if !reset.members.contains(&device) {
+                            self.anomalies += 1;
+                        }
+                        Work::GroupReset(reset)
+                    }
+                    None => Work::Hardware { device, command },
+                }
+            }
             Output::Complete {
                 device,
                 token,

@@ -17,4 +17,7 @@ pub enum Fault {
     /// by it and the store reopens the gate behind the machine's back. Planted in the
     /// runtime's gates ([`crate::Runtime::plant_in_gates`]).
     BeginAfterClose,
+    /// A reset group's one reset names every declared member, not only those whose cycle
+    /// waits for it: a member that vanished or left the cycle is reset through the port.
+    GroupResetCoversEveryMember,
 }

@@ -654,6 +654,7 @@ pub fn carry_out<O: Os>(os: &O, work: Work<O>) -> Done {
             answer: callback.and_then(|cb| os.call(&cb, client, event)),
         },
         Work::Hardware { device, command } => Done::Other(os.hardware(device, command)),
+        Work::GroupReset(reset) => Done::Other(os.group_reset(&reset)),
         Work::Complete {
             request,
             completion,

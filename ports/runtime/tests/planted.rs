@@ -7,6 +7,7 @@
 
 #![cfg(pnp_faults)]
 
+mod group_toy;
 mod toy;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -69,6 +70,27 @@ fn planted_completion_overtaking_the_teardown_is_caught() {
     }
 }
 
+fn every_member(rt: &Arc<group_toy::Rt>) {
+    rt.with(|o, _| o.plant(Fault::GroupResetCoversEveryMember));
+}
+
+#[test]
+fn planted_group_reset_covering_every_member_is_caught() {
+    let _serial = serial();
+    println!(); // off the test harness's "test name ... " line
+    let message = failure(|| group_toy::surprise_removal_mid_cycle(every_member))
+        .unwrap_or_else(|| panic!("planted GroupResetCoversEveryMember: NOT caught"));
+    assert!(
+        message.contains("a reset through a vanished member"),
+        "caught, but not as expected: {message}"
+    );
+    let line = message.lines().next().unwrap_or_default();
+    println!(
+        "planted GroupResetCoversEveryMember: caught ({})",
+        line.chars().take(120).collect::<String>()
+    );
+}
+
 #[test]
 fn control_without_a_fault_is_clean() {
     let _serial = serial();
@@ -78,6 +100,9 @@ fn control_without_a_fault_is_clean() {
         assert_eq!(found, None, "{dispatch:?}");
         println!("control ({dispatch:?}): clean in {SCHEDULES} schedules");
     }
+    let found = failure(|| group_toy::surprise_removal_mid_cycle(|_| ()));
+    assert_eq!(found, None, "the group scenario");
+    println!("control (group, surprise removal mid-cycle): clean in {SCHEDULES} schedules");
 }
 
 fn begin_after_close(rt: &Arc<Rt>) {

@@ -41,6 +41,7 @@
 #![deny(missing_docs, missing_debug_implementations)]
 
 mod driver;
+mod group;
 mod ntstatus;
 mod os;
 mod power;
