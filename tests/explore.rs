@@ -333,6 +333,11 @@ fn explore_reset_group() {
     let world = World::<Pair>::new(config(TrustedTimeoutPolicy::Revoke), true);
     let report = explore_from(world, &prefix, bounds);
     check(&format!("reset group of 2 devices, {bounds:?}"), &report);
+    // The group's reach on a short line of its own (the full report line is long).
+    let reach: Vec<String> = GROUP_LANDMARKS
+        .map(|i| format!("{}: {}", LANDMARKS[i], report.reached[i]))
+        .collect();
+    println!("explore reset group reach (edges): {}", reach.join("; "));
     for i in GROUP_LANDMARKS {
         assert!(
             report.reached[i] > 0,
