@@ -825,7 +825,9 @@ impl Model {
                 if self.groups[usize::from(group.0)].is_some() {
                     return Err(Error::GroupCycleInProgress { group });
                 }
+                // A new member has no part in any cycle yet.
                 self.devs[di].group = Some(group);
+                self.devs[di].part = Part::default();
                 Reply::Accepted
             }
             Input::LeaveResetGroup { .. } => {
@@ -835,6 +837,7 @@ impl Model {
                     }
                 }
                 self.devs[di].group = None;
+                self.devs[di].part = Part::default();
                 Reply::Accepted
             }
             Input::ResetDone { .. } if self.devs[di].part.awaits && !self.devs[di].part.carrier => {
@@ -2244,8 +2247,9 @@ impl Dev {
         self.sleep_after(cx);
         self.settle_gates(cx);
         if self.st == St::Absent {
-            // A device removed leaves its reset group.
+            // A device removed leaves its reset group, and any part it had in a cycle.
             self.group = None;
+            self.part = Part::default();
         }
     }
 
