@@ -14,8 +14,10 @@
 //!   link changes: after it only `Removed` or `Revoked` follow.
 //! * `RESET` and `RESET_END` (or `Recovered`) queue in order. A client cannot answer a `RESET` it has not
 //!   been called with ([`crate::Error::ResetNotDelivered`]), so a second cycle cannot end
-//!   while its `RESET` waits here: at most `RESET_END`, `RESET` and one device news wait,
-//!   three entries ([`EVENTS`]), plus the link bits.
+//!   with a reset while its `RESET` waits here; a cycle that ends without one meanwhile (a
+//!   reset group's, ended by another member; a nack) withdraws the waiting `RESET` instead
+//!   of queueing `Recovered`: at most `RESET_END`, `RESET` and one device news wait, three
+//!   entries ([`EVENTS`]), plus the link bits.
 
 use crate::types::{Event, PhysPort, PortSet};
 
@@ -98,8 +100,28 @@ impl Mailbox {
                 self.links = PortSet::EMPTY;
                 self.push(event);
             }
+            Event::Recovered { .. } if self.holds_reset() => self.withdraw_reset(),
             Event::Reset | Event::ResetEnd { .. } | Event::Recovered { .. } => self.push(event),
         }
+    }
+
+    /// A cycle ended without a reset before its `RESET` reached the client (a reset group's
+    /// cycle ended by another member, a nack): the waiting `RESET` is withdrawn and the
+    /// client never hears of that cycle (it was told nothing, so it is owed nothing, I4).
+    /// This keeps the bound above: a cycle can end while its `RESET` waits here only so.
+    fn withdraw_reset(&mut self) {
+        let mut kept = [None; EVENTS];
+        let mut free = kept.iter_mut();
+        let last_reset = self.events.iter().rposition(|e| *e == Some(Event::Reset));
+        for (i, event) in self.events.into_iter().enumerate() {
+            if Some(i) == last_reset {
+                continue;
+            }
+            if let (Some(event), Some(entry)) = (event, free.next()) {
+                *entry = Some(event);
+            }
+        }
+        self.events = kept;
     }
 
     /// Remove waiting device news, keeping the order of the rest.
@@ -258,6 +280,28 @@ mod tests {
             ]
         );
         assert!(!m.holds_reset());
+    }
+
+    /// A cycle that ends without a reset while its `RESET` still waits here (a reset
+    /// group's cycle ended by another member) withdraws that `RESET`: the stuck client's
+    /// mailbox stays within its bound however many such cycles pass.
+    #[test]
+    fn a_cycle_ended_before_its_reset_was_delivered_withdraws_the_reset() {
+        let mut m = Mailbox::new();
+        for epoch in 0..4 {
+            m.put(Event::Reset);
+            m.put(Event::Recovered { epoch: Epoch(0) });
+            m.put(Event::DeviceStopped);
+            m.put(Event::DeviceStarted {
+                epoch: Epoch(epoch),
+            });
+        }
+        m.put(Event::Reset);
+        assert_eq!(m.overflowed(), 0);
+        assert_eq!(
+            drain(&mut m, LinkState::Down),
+            [Event::DeviceStarted { epoch: Epoch(3) }, Event::Reset]
+        );
     }
 
     #[test]

@@ -302,6 +302,13 @@ impl Mbox {
                 }
                 self.ordered.push(e);
             }
+            Event::Recovered { .. } if self.ordered.contains(&Event::Reset) => {
+                // A cycle that ended before its RESET reached the client (a group's cycle
+                // ended for another member, a nack): the client never hears of it.
+                if let Some(i) = self.ordered.iter().rposition(|x| *x == Event::Reset) {
+                    self.ordered.remove(i);
+                }
+            }
             Event::Reset | Event::ResetEnd { .. } | Event::Recovered { .. } => self.ordered.push(e),
         }
     }
