@@ -94,6 +94,7 @@ echo "pnp core .text by family (function symbols; inlined code counts where it w
 functions "$img" | awk '{
     size = $1; name = $0; sub(/^[0-9]+ /, "", name)
     if (name ~ /machine::groups|device::group::/) f = "reset groups"
+    else if (name ~ /pnp_lifecycle::machine::dispatch/) f = "dispatch (the match over inputs, small handlers inlined)"
     else if (name ~ /work::run|pnp_lifecycle::machine|pnp_lifecycle::table|pnp_lifecycle::queue|pnp_lifecycle::types|pnp_lifecycle::owner_loop/) f = "entry and front end (owner loop, handle, table, queue)"
     else if (name ~ /device::pnp::/) f = "PnP (add, start, stop, queries)"
     else if (name ~ /device::reset::/) f = "reset (fatal errors, the cycle)"
