@@ -95,7 +95,7 @@ functions "$img" | awk '{
     size = $1; name = $0; sub(/^[0-9]+ /, "", name)
     if (name ~ /machine::groups|device::group::/) f = "reset groups"
     else if (name ~ /pnp_lifecycle::machine::dispatch/) f = "dispatch (the match over inputs, small handlers inlined)"
-    else if (name ~ /work::run|pnp_lifecycle::machine|pnp_lifecycle::table|pnp_lifecycle::queue|pnp_lifecycle::types|pnp_lifecycle::owner_loop/) f = "entry and front end (owner loop, handle, table, queue)"
+    else if (name ~ /work::run|pnp_lifecycle::machine|pnp_lifecycle::table|pnp_lifecycle::queue|pnp_lifecycle::types|pnp_lifecycle::owner_loop/) f = "entry and front end (owner loop, handle, table, queue; Timeout and Unload, each device'"'"'s timeout scan inlined)"
     else if (name ~ /device::pnp::/) f = "PnP (add, start, stop, queries)"
     else if (name ~ /device::reset::/) f = "reset (fatal errors, the cycle)"
     else if (name ~ /device::removal::/) f = "removal"
@@ -103,10 +103,11 @@ functions "$img" | awk '{
     else if (name ~ /device::clients::|pnp_lifecycle::registry|pnp_lifecycle::mailbox|device::links::/) f = "clients (registry, mailbox, events, links)"
     else if (name ~ /device::fast::/) f = "fast path"
     else if (name ~ /device::deadlines::/) f = "deadlines"
-    else if (name ~ /pnp_lifecycle::device/) f = "device (set_phase, fail, dispatch)"
+    else if (name ~ /pnp_lifecycle::device/) f = "device (set_phase, fail, phases)"
     else if (name ~ /compiler_builtins|__aeabi/) f = "compiler_builtins"
     else if (name ~ /^OUTLINED_FUNCTION/) f = "shared sequences (the outliner'"'"'s, from any family)"
     else if (name ~ /_start|panic|pnp_compare_firmware/) f = "skeleton"
+    else if (name ~ /core::(iter|slice|cmp|option|result|array|ops|num)/) f = "Rust core library (iterator and comparison helpers)"
     else f = "other"
     total[f] += size
   } END { for (f in total) printf "  %6d  %s\n", total[f], f }' | sort -rn
