@@ -7,8 +7,8 @@
 #   wall: the median of REPS interleaved runs (ns a cycle, timed inside the binary)
 #   pnpw: the same cycle, each answer given with its callback's return (one input, not two)
 #   plus: query stop + cancel stop, 64 slots with one client vs 1 slot, size_of figures,
-#   and the firmware figures (thumbv7em-none-eabihf, opt-level "s", 1 device, 4 clients,
-#   1 port): the core's .text and its RAM.
+#   and the firmware figures (thumbv7em-none-eabihf, compare/firmware's release profile:
+#   opt-level "z", fat LTO; 1 device, 4 clients, 1 port): the core's .text and its RAM.
 #
 # Usage: bash compare/run.sh            (REPS=7 by default; COMPARE_PROFILE=1 adds a
 #        callgrind_annotate of pnp's cycle at 16 clients)
@@ -202,91 +202,7 @@ if [ "${COMPARE_PROFILE:-0}" = 1 ]; then
   fi
 fi
 
-# --- firmware: thumbv7em-none-eabihf, opt-level "s" --------------------------------------
-echo
-echo "## firmware: thumbv7em-none-eabihf, opt-level \"s\", lto, codegen-units 1, panic abort;"
-echo "## Lifecycle<1 device, 4 clients, 1 port, queue_capacity(1, 4)> in a static, every input opaque"
-if ! rustc --print target-libdir --target thumbv7em-none-eabihf 2>/dev/null | xargs -r test -d; then
-  skip "firmware figures: the thumbv7em-none-eabihf target is not installed (rustup target add thumbv7em-none-eabihf)"
-  exit 0
-fi
-if ! command -v readelf >/dev/null 2>&1; then
-  skip "firmware figures: readelf (binutils) is not installed"
-  exit 0
-fi
-fw_dir=target/compare-firmware
-fw() { # fw FEATURES...: build the image, print its path
-  (cd compare/firmware && CARGO_TARGET_DIR="../../$fw_dir" \
-    cargo build -q --release --target thumbv7em-none-eabihf "$@")
-  local out="$tmp/fw$(printf '%s' "$*" | tr -c 'a-z' '_')"
-  cp "$fw_dir/thumbv7em-none-eabihf/release/pnp-compare-firmware" "$out"
-  echo "$out"
-}
-# section SECTION ELF: its size in bytes (readelf reads any ELF machine; awk here may be mawk:
-# no strtonum, so bash converts the hex).
-section() {
-  local hex
-  hex=$(readelf -SW "$2" | sed 's/^ *\[ *[0-9]*\]//' | awk -v s="$1" '$1 == s {print $5; exit}')
-  echo $((16#${hex:-0}))
-}
-# size VALUE: readelf -s prints a symbol's size in decimal, or in hex with 0x when large.
-sz() { case "$1" in 0x*) echo $((16#${1#0x})) ;; "") echo 0 ;; *) echo "$1" ;; esac; }
-# symbol NAME ELF: its size in bytes; symbols_matching RE ELF: the sizes of matching functions, summed.
-symbol() { sz "$(readelf -sW "$2" | awk -v s="$1" '$8 == s {print $3; exit}')"; }
-symbols_matching() {
-  local t=0 v
-  for v in $(readelf -sW "$2" | awk -v re="$1" '$4 == "FUNC" && $8 ~ re {print $3}'); do
-    t=$((t + $(sz "$v")))
-  done
-  echo $t
-}
-img=$(fw)
-base=$(fw --features baseline)
-text=$(section .text "$img")
-text_base=$(section .text "$base")
-mem=$(symbols_matching 'compiler_builtins.*mem' "$img")
-core_text=$((text - text_base))
-echo "pnp core .text: $core_text bytes ($(awk -v b=$core_text 'BEGIN{printf "%.1f", b / 1024}') KiB;" \
-  "image $text - empty skeleton $text_base), of which compiler_builtins mem*: $mem (target <= 8 KiB, issue 20)"
-if [ $have_peers = 1 ]; then
-  peer=$(fw --features statig)
-  text_peer=$(section .text "$peer")
-  mem_peer=$(symbols_matching 'compiler_builtins.*mem' "$peer")
-  echo "statig-fsm .text in the same skeleton: $((text_peer - text_base)) bytes, of which compiler_builtins mem*: $mem_peer"
-  statig_ram="statig-fsm Device $(symbol SIZE_OF_STATIG_DEVICE "$peer") bytes"
-else
-  skip "statig-fsm's firmware row: ../shared/peers is not beside the repository"
-  statig_ram="statig-fsm: skipped"
-fi
-# The core's .text by family: every function symbol of the image, demangled, summed by the
-# module it comes from (code the optimiser inlined counts in the function it went into:
-# the owner loop `work::run` holds the inlined entry and front end).
-echo "pnp core .text by family (function symbols; inlined code counts where it was inlined):"
-readelf -sW -C "$img" | awk '$4 == "FUNC" {
-    size = ($3 ~ /^0x/) ? 0 : $3 + 0
-    if ($3 ~ /^0x/) { hex = tolower(substr($3, 3)); size = 0
-      for (i = 1; i <= length(hex); i++) size = size * 16 + index("0123456789abcdef", substr(hex, i, 1)) - 1 }
-    name = $8; for (i = 9; i <= NF; i++) name = name " " $i
-    if (name ~ /work::run|pnp_lifecycle::machine|pnp_lifecycle::table|pnp_lifecycle::queue|pnp_lifecycle::types/) f = "entry and front end (owner loop, handle, table, queue)"
-    else if (name ~ /device::pnp::/) f = "PnP (add, start, stop, queries)"
-    else if (name ~ /device::reset::/) f = "reset (fatal errors, the cycle)"
-    else if (name ~ /device::removal::/) f = "removal"
-    else if (name ~ /device::power::/) f = "power"
-    else if (name ~ /device::clients::|pnp_lifecycle::registry|pnp_lifecycle::mailbox|device::links::/) f = "clients (registry, mailbox, events, links)"
-    else if (name ~ /device::fast::/) f = "fast path"
-    else if (name ~ /device::deadlines::/) f = "deadlines"
-    else if (name ~ /pnp_lifecycle::device/) f = "device (set_phase, fail, dispatch)"
-    else if (name ~ /compiler_builtins|__aeabi/) f = "compiler_builtins"
-    else if (name ~ /_start|panic|pnp_compare_firmware/) f = "skeleton"
-    else f = "other"
-    total[f] += size
-  } END { for (f in total) printf "  %6d  %s\n", total[f], f }' | sort -rn
-echo "pnp RAM: the machine $(symbol PNP_MACHINE "$img") bytes (.data $(section .data "$img"), .bss $(section .bss "$img"));" \
-  "$statig_ram"
-echo "size_of on the target: Input $(symbol SIZE_OF_INPUT "$img"), Output $(symbol SIZE_OF_OUTPUT "$img")," \
-  "Reply $(symbol SIZE_OF_REPLY "$img"), Error $(symbol SIZE_OF_ERROR "$img")" \
-  "(the queue: queue_capacity(1, 4) = 17 outputs)"
-if command -v llvm-size >/dev/null 2>&1; then
-  echo "cross-check, llvm-size -A: .text $(llvm-size -A "$img" | awk '$1 == ".text" {print $2}')" \
-    "(skeleton $(llvm-size -A "$base" | awk '$1 == ".text" {print $2}'))"
-fi
+# --- firmware: thumbv7em-none-eabihf, the firmware profile -------------------------------
+# The core's .text against issue 20's 8 KiB, by family, statig-fsm under the same profile,
+# the machine's RAM (compare/firmware/measure.sh, which also runs alone).
+bash compare/firmware/measure.sh

@@ -44,7 +44,7 @@ fn ack_timeout(config: &Config, kind: ClientKind) -> u64 {
 
 /// When a slot's callback in flight overruns: not once a fence is asked for (only the
 /// fence ends that wait).
-#[inline(always)]
+#[cfg_attr(not(target_os = "none"), inline(always))]
 pub(super) fn callback_deadline(config: &Config, slot: &Slot) -> Option<Tick> {
     if planted!(NoCallbackDeadline) || slot.fence_requested {
         return None;
@@ -55,7 +55,7 @@ pub(super) fn callback_deadline(config: &Config, slot: &Slot) -> Option<Tick> {
 /// When a voter must have answered `RESET`: its whole answer time after the `RESET` was
 /// delivered (I13). None for a non-voter, or while its `RESET` waits behind its own
 /// callback in flight (that callback's deadline runs instead).
-#[inline(always)]
+#[cfg_attr(not(target_os = "none"), inline(always))]
 pub(super) fn voter_deadline(config: &Config, slot: &Slot) -> Option<Tick> {
     if !slot.is_voting() {
         return None;
@@ -67,7 +67,7 @@ pub(super) fn voter_deadline(config: &Config, slot: &Slot) -> Option<Tick> {
 pub(super) type SlotDeadlines = [Option<Tick>; 2];
 
 /// The deadlines of one slot.
-#[inline(always)]
+#[cfg_attr(not(target_os = "none"), inline(always))]
 pub(super) fn slot_deadlines(config: &Config, slot: &Slot) -> SlotDeadlines {
     [
         callback_deadline(config, slot),
@@ -104,7 +104,7 @@ impl Earliest {
     };
 
     /// A deadline was added.
-    #[inline(always)]
+    #[cfg_attr(not(target_os = "none"), inline(always))]
     pub(super) fn add(&mut self, at: Option<Tick>) {
         let Some(at) = at else { return };
         self.total = self.total.saturating_add(1);
@@ -146,7 +146,7 @@ impl Earliest {
     }
 
     /// A deadline went (it was met, or nobody waits on it any more).
-    #[inline(always)]
+    #[cfg_attr(not(target_os = "none"), inline(always))]
     pub(super) fn remove(&mut self, at: Option<Tick>) {
         if at.is_none() {
             return;

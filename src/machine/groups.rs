@@ -323,7 +323,7 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Lifecycle<D
             }
             _ => {
                 device.group.blocked = blocked;
-                let result = device.dispatch(&mut cx, input);
+                let result = super::dispatch(device, &mut cx, input);
                 device.group.blocked = None;
                 result
             }
