@@ -242,7 +242,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
         if grouped {
             // Quiesced: the group commands its one reset once every member is
             // (`machine/groups.rs`).
-            self.group.ready = Some(reset_needed);
+            self.group.quiesced(reset_needed);
             return;
         }
         self.set_phase(
