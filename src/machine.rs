@@ -316,7 +316,6 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Lifecycle<D
                 out: &mut self.outputs,
             };
             device.on_timeout(&mut cx);
-            device.leave_group_if_absent();
         }
         self.settle_group_cycles();
         self.finish_unload_if_done();
@@ -342,7 +341,6 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Lifecycle<D
                 out: &mut self.outputs,
             };
             device.unload(&mut cx);
-            device.leave_group_if_absent();
         }
         self.settle_group_cycles();
         self.finish_unload_if_done();

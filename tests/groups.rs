@@ -612,3 +612,125 @@ fn a_follow_up_requested_during_the_groups_reset_runs_as_the_groups_next_cycle()
         "the follow-up (no voter anywhere) resets the group again at once"
     );
 }
+
+/// B, removed by the owner (QueryRemove then Remove): its client detaches.
+fn removed(o: &mut Three, _: ClientHandle, b: ClientHandle) -> Vec<Output> {
+    let t = o.token();
+    o.ok(Input::Remove {
+        device: B,
+        token: t,
+    });
+    o.return_callbacks(B);
+    o.ok(Input::Unregister { client: b })
+}
+
+/// B vanishes, then the PnP manager's remove follows.
+fn surprise_removed_then_removed(o: &mut Three, _: ClientHandle, b: ClientHandle) -> Vec<Output> {
+    o.ok(Input::SurpriseRemoval { device: B });
+    o.return_callbacks(B);
+    o.ok(Input::Unregister { client: b });
+    let t = o.token();
+    o.ok(Input::Remove {
+        device: B,
+        token: t,
+    })
+}
+
+/// Driver unload removes every device: B's client detaches, A's does not yet (so the
+/// driver is still unloading and B's membership can be asked).
+fn unloaded(o: &mut Three, _: ClientHandle, b: ClientHandle) -> Vec<Output> {
+    o.ok(Input::Unload);
+    o.return_callbacks(B);
+    o.ok(Input::Unregister { client: b })
+}
+
+/// B is removed and its client never detaches: the detach deadline force-detaches it and
+/// the removal ends on the timeout.
+fn removed_on_a_detach_deadline(o: &mut Three, _: ClientHandle, _: ClientHandle) -> Vec<Output> {
+    let t = o.token();
+    o.ok(Input::Remove {
+        device: B,
+        token: t,
+    });
+    o.return_callbacks(B);
+    o.fire_timeout()
+}
+
+/// B is removed while the group's reset runs through A: its removal waits for that reset,
+/// and the group's decision (A's report) ends it.
+fn removed_by_the_groups_decision(o: &mut Three, a: ClientHandle, b: ClientHandle) -> Vec<Output> {
+    requested(o, a, b);
+    o.ok(Input::ResetExecute { client: a });
+    o.ok(Input::ResetExecute { client: b });
+    let t = o.token();
+    o.ok(Input::Remove {
+        device: B,
+        token: t,
+    });
+    o.return_callbacks(B);
+    o.ok(Input::Unregister { client: b });
+    assert_eq!(
+        o.phase(B),
+        PhaseKind::Executing,
+        "B's removal waits for the group's reset"
+    );
+    o.ok(Input::ResetDone {
+        device: A,
+        result: ResetResult::Succeeded,
+    })
+}
+
+type Removal = fn(&mut Three, ClientHandle, ClientHandle) -> Vec<Output>;
+
+/// Every path by which a member becomes absent, and whether the driver still takes a
+/// re-add afterwards (not while it unloads).
+const REMOVALS: [(&str, Removal, bool); 5] = [
+    ("remove", removed, true),
+    (
+        "surprise removal, then remove",
+        surprise_removed_then_removed,
+        true,
+    ),
+    ("driver unload", unloaded, false),
+    (
+        "remove ended by the detach deadline",
+        removed_on_a_detach_deadline,
+        true,
+    ),
+    (
+        "remove ended by the group's reset",
+        removed_by_the_groups_decision,
+        true,
+    ),
+];
+
+#[test]
+fn every_path_to_absent_leaves_the_group_and_a_re_added_device_joins_it_again() {
+    for (path, remove, re_add) in REMOVALS {
+        let (mut o, a, b) = group();
+        let out = remove(&mut o, a, b);
+        assert!(
+            out.contains(&Output::DeviceRemoved { device: B }),
+            "{path}: the last input removes B: {out:?}"
+        );
+        assert_eq!(o.phase(B), PhaseKind::Absent, "{path}");
+        assert_eq!(
+            o.m.reset_group(B),
+            None,
+            "{path}: a removed device leaves its group"
+        );
+        assert_eq!(o.m.reset_group(A), Some(G), "{path}: A stays");
+        if re_add {
+            o.ok(Input::AddDevice { device: B });
+            o.ok(Input::JoinResetGroup {
+                device: B,
+                group: G,
+            });
+            assert_eq!(
+                o.m.reset_group(B),
+                Some(G),
+                "{path}: re-added, B joins G again"
+            );
+        }
+    }
+}

@@ -76,12 +76,13 @@ impl Member {
 }
 
 impl<const C: usize, const P: usize> Device<C, P> {
-    /// A device removed (its slot free) leaves its reset group.
+    /// Reset groups ([`Input::JoinResetGroup`]): a device leaves its group when it is
+    /// removed (its slot becomes free); re-added, it joins anew. Called from the one place
+    /// a device becomes absent (`try_finish_removal`), whatever led there: remove,
+    /// surprise removal then remove, unload, a detach deadline, the group's decision.
     #[inline]
-    pub(crate) fn leave_group_if_absent(&mut self) {
-        if matches!(self.phase, Phase::Absent) {
-            self.group = Member::NONE;
-        }
+    pub(crate) fn leave_group_on_removal(&mut self) {
+        self.group = Member::NONE;
     }
 
     /// [`Input::ResetNack`]: a voter refuses the reset. Alone, the device's cycle ends

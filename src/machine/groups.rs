@@ -333,7 +333,6 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Lifecycle<D
         };
         if result.is_ok() {
             device.open_gates_when_settled(&mut cx); // fast path: gates open once settled
-            device.leave_group_if_absent();
             self.now = now;
             if let Some(group) = group {
                 self.settle_group(group, carrier_done);
@@ -358,13 +357,6 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Lifecycle<D
             group,
         }
         .settle(carrier_done);
-        // A member the group's decision removed (its removal waited for the group's reset)
-        // leaves the group as any removed device does.
-        for device in self.devices.iter_mut() {
-            if device.group.group == Some(group) {
-                device.leave_group_if_absent();
-            }
-        }
         self.group_deadline = self.next_group_deadline();
     }
 
