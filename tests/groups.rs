@@ -222,9 +222,8 @@ fn a_nack_alone_ends_the_devices_own_cycle() {
     );
 }
 
-#[test]
-fn a_stopped_member_ends_the_cycle_with_a_named_reason_and_no_reset() {
-    let (mut o, a, _) = group();
+/// B stopped (query stop, stop).
+fn stopped(o: &mut Three, _: ClientHandle) {
     let t = o.token();
     o.ok(Input::QueryStop {
         device: B,
@@ -236,45 +235,31 @@ fn a_stopped_member_ends_the_cycle_with_a_named_reason_and_no_reset() {
         token: t,
     });
     o.return_callbacks(B);
-    assert_eq!(o.phase(B), PhaseKind::Stopped);
-    // Answered at once: nobody is told RESET for a cycle that cannot run.
-    let out = o.ok(Input::ResetRequest { client: a });
-    assert_eq!(
-        out,
-        vec![cycle(
-            A,
-            cannot(B, CannotResetReason::MemberState(PhaseKind::Stopped))
-        ),]
-    );
-    assert!(o.events_of(a).is_empty());
-    assert_eq!(o.phase(A), PhaseKind::Running);
 }
 
-#[test]
-fn a_member_with_remove_pending_ends_the_cycle_with_a_named_reason() {
-    let (mut o, a, _) = group();
+/// B with remove pending (query remove).
+fn remove_pending(o: &mut Three, _: ClientHandle) {
     let t = o.token();
     o.ok(Input::QueryRemove {
         device: B,
         token: t,
     });
-    let out = o.ok(Input::FatalError { device: A });
-    assert_eq!(
-        out,
-        vec![cycle(
-            A,
-            cannot(B, CannotResetReason::MemberState(PhaseKind::RemovePending))
-        ),]
-    );
-    assert!(o.events_of(a).is_empty());
-    assert_eq!(o.phase(A), PhaseKind::Running);
 }
 
-/// A member powering down or up while its query stop is pending is in that query's
-/// state: it cannot take part, and the fatal error its query holds waits for the query.
-#[test]
-fn a_member_in_a_power_transition_for_a_pending_query_ends_the_cycle_with_that_querys_state() {
-    let (mut o, a, _) = group();
+/// B in system sleep (powered down for it).
+fn in_system_sleep(o: &mut Three, b: ClientHandle) {
+    let t = o.token();
+    o.ok(Input::PowerDown {
+        device: B,
+        kind: PowerDownKind::SystemSleep,
+        token: t,
+    });
+    o.ok(Input::CallbackDone { client: b });
+    o.ok(Input::PowerDownDone { device: B });
+}
+
+/// B powering down while its query stop is pending: it is in that query's state.
+fn powering_down_with_a_query_pending(o: &mut Three, _: ClientHandle) {
     let t = o.token();
     o.ok(Input::QueryStop {
         device: B,
@@ -286,41 +271,79 @@ fn a_member_in_a_power_transition_for_a_pending_query_ends_the_cycle_with_that_q
         kind: PowerDownKind::Idle,
         token: t,
     });
-    assert_eq!(o.phase(B), PhaseKind::PoweringDown);
-    let out = o.ok(Input::FatalError { device: A });
-    assert_eq!(
-        out,
-        vec![cycle(
-            A,
-            cannot(B, CannotResetReason::MemberState(PhaseKind::StopPending))
-        )]
-    );
-    assert!(o.events_of(a).is_empty());
-    assert_eq!(o.phase(A), PhaseKind::Running);
-    // B's own fatal error is held by its query, as in no group: no cycle begins.
+}
+
+type Setup = fn(&mut Three, ClientHandle);
+
+/// A member that cannot take part: how B gets there, its phase, and the reason named.
+const BLOCKERS: [(&str, Setup, PhaseKind, CannotResetReason); 4] = [
+    (
+        "stopped",
+        stopped,
+        PhaseKind::Stopped,
+        CannotResetReason::MemberState(PhaseKind::Stopped),
+    ),
+    (
+        "remove pending",
+        remove_pending,
+        PhaseKind::RemovePending,
+        CannotResetReason::MemberState(PhaseKind::RemovePending),
+    ),
+    (
+        "in system sleep",
+        in_system_sleep,
+        PhaseKind::LowPower,
+        CannotResetReason::SystemSleep,
+    ),
+    (
+        "powering down for a pending query stop",
+        powering_down_with_a_query_pending,
+        PhaseKind::PoweringDown,
+        CannotResetReason::MemberState(PhaseKind::StopPending),
+    ),
+];
+
+/// A member that cannot take part makes a cycle begun on another member end at once with
+/// a named reason: no hardware reset, and nobody told `RESET`, whether a client asked for
+/// the reset or a fatal error did.
+#[test]
+fn a_member_that_cannot_take_part_ends_the_cycle_with_a_named_reason_and_no_reset() {
+    for (blocker, setup, phase, reason) in BLOCKERS {
+        let (mut o, a, b) = group();
+        setup(&mut o, b);
+        assert_eq!(o.phase(B), phase, "{blocker}");
+        let triggers = [
+            ("a client's request", Input::ResetRequest { client: a }),
+            ("a fatal error", Input::FatalError { device: A }),
+        ];
+        for (trigger, input) in triggers {
+            let mut o = o.fork();
+            assert_eq!(
+                o.ok(input),
+                vec![cycle(A, cannot(B, reason))],
+                "B {blocker}, {trigger} on A: answered at once, no reset"
+            );
+            assert!(
+                o.events_of(a).is_empty(),
+                "B {blocker}, {trigger}: no RESET"
+            );
+            assert_eq!(o.phase(A), PhaseKind::Running, "B {blocker}, {trigger}");
+            assert_eq!(o.phase(B), phase, "B {blocker}, {trigger}: B untouched");
+        }
+    }
+}
+
+/// A member in a power transition for its pending query: the fatal error its query holds
+/// waits for the query, as in no group (no cycle begins for the group).
+#[test]
+fn a_fatal_error_on_a_member_whose_query_is_pending_waits_for_the_query() {
+    let (mut o, a, b) = group();
+    powering_down_with_a_query_pending(&mut o, b);
     let (reply, out) = o.step(Input::FatalError { device: B });
     assert_eq!(reply, Ok(Reply::Fatal(FatalAnswer::Deferred)));
     assert!(out.is_empty(), "{out:?}");
     assert_eq!(o.phase(A), PhaseKind::Running);
-}
-
-#[test]
-fn a_member_in_system_sleep_ends_the_cycle_with_a_named_reason() {
-    let (mut o, a, b) = group();
-    let t = o.token();
-    o.ok(Input::PowerDown {
-        device: B,
-        kind: PowerDownKind::SystemSleep,
-        token: t,
-    });
-    o.ok(Input::CallbackDone { client: b });
-    o.ok(Input::PowerDownDone { device: B });
-    assert_eq!(o.phase(B), PhaseKind::LowPower);
-    let out = o.ok(Input::ResetRequest { client: a });
-    assert_eq!(
-        out,
-        vec![cycle(A, cannot(B, CannotResetReason::SystemSleep)),]
-    );
+    assert!(o.events_of(a).is_empty());
 }
 
 #[test]
