@@ -37,10 +37,6 @@ pub(crate) struct Member {
     pub(crate) stage: Stage,
     /// A voter refused the group's reset ([`Input::ResetNack`]): the group ends its cycle.
     pub(crate) refused_by: Option<ClientHandle>,
-    /// For the length of one input on this device: another member cannot take part, so a
-    /// cycle this input would begin ends at once, telling nobody `RESET` (so a client
-    /// whose callback is stuck collects no `RESET`/`Recovered` pairs).
-    pub(crate) blocked: Option<(DeviceId, CannotResetReason)>,
 }
 
 impl Member {
@@ -49,14 +45,12 @@ impl Member {
         group: None,
         stage: Stage::Out,
         refused_by: None,
-        blocked: None,
     };
 
     /// Out of the group's cycle (the membership stays).
     pub(crate) fn leave_cycle(&mut self) {
         *self = Member {
             group: self.group,
-            blocked: self.blocked,
             ..Member::NONE
         };
     }

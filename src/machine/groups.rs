@@ -102,6 +102,8 @@ impl<const C: usize, const P: usize, const Q: usize> GroupStep<'_, C, P, Q> {
                 config: self.config,
                 unloading: self.unloading,
                 out: &mut *self.out,
+                // The group's cycle is under way or being begun: nothing blocks it here.
+                group_blocker: None,
             };
             f(device, &mut cx);
         }
@@ -316,6 +318,7 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Lifecycle<D
             config: &self.config,
             unloading,
             out: &mut self.outputs,
+            group_blocker: blocked,
         };
         let result = match input {
             Input::JoinResetGroup { group, .. } => {
@@ -324,12 +327,7 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Lifecycle<D
             Input::LeaveResetGroup { .. } => {
                 leave(device, &self.group_cycles).map(|()| Reply::Accepted)
             }
-            _ => {
-                device.group.blocked = blocked;
-                let result = device.dispatch(&mut cx, input);
-                device.group.blocked = None;
-                result
-            }
+            _ => device.dispatch(&mut cx, input),
         };
         if result.is_ok() {
             device.open_gates_when_settled(&mut cx); // fast path: gates open once settled
