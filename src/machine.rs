@@ -278,6 +278,7 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Lifecycle<D
             config: &self.config,
             unloading,
             out: &mut self.outputs,
+            group_blocker: None,
         };
         // The handler's result is returned as it is: unwrapping it with `?` and wrapping the
         // reply again moved both through memory (a twentieth of a client input).
@@ -314,9 +315,9 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Lifecycle<D
                 config: &self.config,
                 unloading,
                 out: &mut self.outputs,
+                group_blocker: None,
             };
             device.on_timeout(&mut cx);
-            device.leave_group_if_absent();
         }
         self.settle_group_cycles();
         self.finish_unload_if_done();
@@ -340,9 +341,9 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Lifecycle<D
                 config: &self.config,
                 unloading: true,
                 out: &mut self.outputs,
+                group_blocker: None,
             };
             device.unload(&mut cx);
-            device.leave_group_if_absent();
         }
         self.settle_group_cycles();
         self.finish_unload_if_done();

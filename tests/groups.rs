@@ -222,9 +222,8 @@ fn a_nack_alone_ends_the_devices_own_cycle() {
     );
 }
 
-#[test]
-fn a_stopped_member_ends_the_cycle_with_a_named_reason_and_no_reset() {
-    let (mut o, a, _) = group();
+/// B stopped (query stop, stop).
+fn stopped(o: &mut Three, _: ClientHandle) {
     let t = o.token();
     o.ok(Input::QueryStop {
         device: B,
@@ -236,45 +235,31 @@ fn a_stopped_member_ends_the_cycle_with_a_named_reason_and_no_reset() {
         token: t,
     });
     o.return_callbacks(B);
-    assert_eq!(o.phase(B), PhaseKind::Stopped);
-    // Answered at once: nobody is told RESET for a cycle that cannot run.
-    let out = o.ok(Input::ResetRequest { client: a });
-    assert_eq!(
-        out,
-        vec![cycle(
-            A,
-            cannot(B, CannotResetReason::MemberState(PhaseKind::Stopped))
-        ),]
-    );
-    assert!(o.events_of(a).is_empty());
-    assert_eq!(o.phase(A), PhaseKind::Running);
 }
 
-#[test]
-fn a_member_with_remove_pending_ends_the_cycle_with_a_named_reason() {
-    let (mut o, a, _) = group();
+/// B with remove pending (query remove).
+fn remove_pending(o: &mut Three, _: ClientHandle) {
     let t = o.token();
     o.ok(Input::QueryRemove {
         device: B,
         token: t,
     });
-    let out = o.ok(Input::FatalError { device: A });
-    assert_eq!(
-        out,
-        vec![cycle(
-            A,
-            cannot(B, CannotResetReason::MemberState(PhaseKind::RemovePending))
-        ),]
-    );
-    assert!(o.events_of(a).is_empty());
-    assert_eq!(o.phase(A), PhaseKind::Running);
 }
 
-/// A member powering down or up while its query stop is pending is in that query's
-/// state: it cannot take part, and the fatal error its query holds waits for the query.
-#[test]
-fn a_member_in_a_power_transition_for_a_pending_query_ends_the_cycle_with_that_querys_state() {
-    let (mut o, a, _) = group();
+/// B in system sleep (powered down for it).
+fn in_system_sleep(o: &mut Three, b: ClientHandle) {
+    let t = o.token();
+    o.ok(Input::PowerDown {
+        device: B,
+        kind: PowerDownKind::SystemSleep,
+        token: t,
+    });
+    o.ok(Input::CallbackDone { client: b });
+    o.ok(Input::PowerDownDone { device: B });
+}
+
+/// B powering down while its query stop is pending: it is in that query's state.
+fn powering_down_with_a_query_pending(o: &mut Three, _: ClientHandle) {
     let t = o.token();
     o.ok(Input::QueryStop {
         device: B,
@@ -286,41 +271,79 @@ fn a_member_in_a_power_transition_for_a_pending_query_ends_the_cycle_with_that_q
         kind: PowerDownKind::Idle,
         token: t,
     });
-    assert_eq!(o.phase(B), PhaseKind::PoweringDown);
-    let out = o.ok(Input::FatalError { device: A });
-    assert_eq!(
-        out,
-        vec![cycle(
-            A,
-            cannot(B, CannotResetReason::MemberState(PhaseKind::StopPending))
-        )]
-    );
-    assert!(o.events_of(a).is_empty());
-    assert_eq!(o.phase(A), PhaseKind::Running);
-    // B's own fatal error is held by its query, as in no group: no cycle begins.
+}
+
+type Setup = fn(&mut Three, ClientHandle);
+
+/// A member that cannot take part: how B gets there, its phase, and the reason named.
+const BLOCKERS: [(&str, Setup, PhaseKind, CannotResetReason); 4] = [
+    (
+        "stopped",
+        stopped,
+        PhaseKind::Stopped,
+        CannotResetReason::MemberState(PhaseKind::Stopped),
+    ),
+    (
+        "remove pending",
+        remove_pending,
+        PhaseKind::RemovePending,
+        CannotResetReason::MemberState(PhaseKind::RemovePending),
+    ),
+    (
+        "in system sleep",
+        in_system_sleep,
+        PhaseKind::LowPower,
+        CannotResetReason::SystemSleep,
+    ),
+    (
+        "powering down for a pending query stop",
+        powering_down_with_a_query_pending,
+        PhaseKind::PoweringDown,
+        CannotResetReason::MemberState(PhaseKind::StopPending),
+    ),
+];
+
+/// A member that cannot take part makes a cycle begun on another member end at once with
+/// a named reason: no hardware reset, and nobody told `RESET`, whether a client asked for
+/// the reset or a fatal error did.
+#[test]
+fn a_member_that_cannot_take_part_ends_the_cycle_with_a_named_reason_and_no_reset() {
+    for (blocker, setup, phase, reason) in BLOCKERS {
+        let (mut o, a, b) = group();
+        setup(&mut o, b);
+        assert_eq!(o.phase(B), phase, "{blocker}");
+        let triggers = [
+            ("a client's request", Input::ResetRequest { client: a }),
+            ("a fatal error", Input::FatalError { device: A }),
+        ];
+        for (trigger, input) in triggers {
+            let mut o = o.fork();
+            assert_eq!(
+                o.ok(input),
+                vec![cycle(A, cannot(B, reason))],
+                "B {blocker}, {trigger} on A: answered at once, no reset"
+            );
+            assert!(
+                o.events_of(a).is_empty(),
+                "B {blocker}, {trigger}: no RESET"
+            );
+            assert_eq!(o.phase(A), PhaseKind::Running, "B {blocker}, {trigger}");
+            assert_eq!(o.phase(B), phase, "B {blocker}, {trigger}: B untouched");
+        }
+    }
+}
+
+/// A member in a power transition for its pending query: the fatal error its query holds
+/// waits for the query, as in no group (no cycle begins for the group).
+#[test]
+fn a_fatal_error_on_a_member_whose_query_is_pending_waits_for_the_query() {
+    let (mut o, a, b) = group();
+    powering_down_with_a_query_pending(&mut o, b);
     let (reply, out) = o.step(Input::FatalError { device: B });
     assert_eq!(reply, Ok(Reply::Fatal(FatalAnswer::Deferred)));
     assert!(out.is_empty(), "{out:?}");
     assert_eq!(o.phase(A), PhaseKind::Running);
-}
-
-#[test]
-fn a_member_in_system_sleep_ends_the_cycle_with_a_named_reason() {
-    let (mut o, a, b) = group();
-    let t = o.token();
-    o.ok(Input::PowerDown {
-        device: B,
-        kind: PowerDownKind::SystemSleep,
-        token: t,
-    });
-    o.ok(Input::CallbackDone { client: b });
-    o.ok(Input::PowerDownDone { device: B });
-    assert_eq!(o.phase(B), PhaseKind::LowPower);
-    let out = o.ok(Input::ResetRequest { client: a });
-    assert_eq!(
-        out,
-        vec![cycle(A, cannot(B, CannotResetReason::SystemSleep)),]
-    );
+    assert!(o.events_of(a).is_empty());
 }
 
 #[test]
@@ -611,4 +634,126 @@ fn a_follow_up_requested_during_the_groups_reset_runs_as_the_groups_next_cycle()
         ],
         "the follow-up (no voter anywhere) resets the group again at once"
     );
+}
+
+/// B, removed by the owner (QueryRemove then Remove): its client detaches.
+fn removed(o: &mut Three, _: ClientHandle, b: ClientHandle) -> Vec<Output> {
+    let t = o.token();
+    o.ok(Input::Remove {
+        device: B,
+        token: t,
+    });
+    o.return_callbacks(B);
+    o.ok(Input::Unregister { client: b })
+}
+
+/// B vanishes, then the PnP manager's remove follows.
+fn surprise_removed_then_removed(o: &mut Three, _: ClientHandle, b: ClientHandle) -> Vec<Output> {
+    o.ok(Input::SurpriseRemoval { device: B });
+    o.return_callbacks(B);
+    o.ok(Input::Unregister { client: b });
+    let t = o.token();
+    o.ok(Input::Remove {
+        device: B,
+        token: t,
+    })
+}
+
+/// Driver unload removes every device: B's client detaches, A's does not yet (so the
+/// driver is still unloading and B's membership can be asked).
+fn unloaded(o: &mut Three, _: ClientHandle, b: ClientHandle) -> Vec<Output> {
+    o.ok(Input::Unload);
+    o.return_callbacks(B);
+    o.ok(Input::Unregister { client: b })
+}
+
+/// B is removed and its client never detaches: the detach deadline force-detaches it and
+/// the removal ends on the timeout.
+fn removed_on_a_detach_deadline(o: &mut Three, _: ClientHandle, _: ClientHandle) -> Vec<Output> {
+    let t = o.token();
+    o.ok(Input::Remove {
+        device: B,
+        token: t,
+    });
+    o.return_callbacks(B);
+    o.fire_timeout()
+}
+
+/// B is removed while the group's reset runs through A: its removal waits for that reset,
+/// and the group's decision (A's report) ends it.
+fn removed_by_the_groups_decision(o: &mut Three, a: ClientHandle, b: ClientHandle) -> Vec<Output> {
+    requested(o, a, b);
+    o.ok(Input::ResetExecute { client: a });
+    o.ok(Input::ResetExecute { client: b });
+    let t = o.token();
+    o.ok(Input::Remove {
+        device: B,
+        token: t,
+    });
+    o.return_callbacks(B);
+    o.ok(Input::Unregister { client: b });
+    assert_eq!(
+        o.phase(B),
+        PhaseKind::Executing,
+        "B's removal waits for the group's reset"
+    );
+    o.ok(Input::ResetDone {
+        device: A,
+        result: ResetResult::Succeeded,
+    })
+}
+
+type Removal = fn(&mut Three, ClientHandle, ClientHandle) -> Vec<Output>;
+
+/// Every path by which a member becomes absent, and whether the driver still takes a
+/// re-add afterwards (not while it unloads).
+const REMOVALS: [(&str, Removal, bool); 5] = [
+    ("remove", removed, true),
+    (
+        "surprise removal, then remove",
+        surprise_removed_then_removed,
+        true,
+    ),
+    ("driver unload", unloaded, false),
+    (
+        "remove ended by the detach deadline",
+        removed_on_a_detach_deadline,
+        true,
+    ),
+    (
+        "remove ended by the group's reset",
+        removed_by_the_groups_decision,
+        true,
+    ),
+];
+
+#[test]
+fn every_path_to_absent_leaves_the_group_and_a_re_added_device_joins_it_again() {
+    for (path, remove, re_add) in REMOVALS {
+        let (mut o, a, b) = group();
+        let out = remove(&mut o, a, b);
+        assert!(
+            out.contains(&Output::DeviceRemoved { device: B }),
+            "{path}: the last input removes B: {out:?}"
+        );
+        assert_eq!(o.phase(B), PhaseKind::Absent, "{path}");
+        assert_eq!(
+            o.m.reset_group(B),
+            None,
+            "{path}: a removed device leaves its group"
+        );
+        assert_eq!(o.m.reset_group(A), Some(G), "{path}: A stays");
+        if re_add {
+            o.ok(Input::AddDevice { device: B });
+            o.ok(Input::JoinResetGroup {
+                device: B,
+                group: G,
+            });
+            assert_eq!(
+                o.m.reset_group(B),
+                Some(G),
+                "{path}: re-added, B joins G again"
+            );
+        }
+    }
 }

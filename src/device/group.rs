@@ -5,59 +5,78 @@
 
 use super::*;
 
+/// A member's stage in its group's cycle: one progression, so no two stages hold at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Stage {
+    /// Not in a group's cycle.
+    Out,
+    /// Taking part, not yet quiesced (or waiting for the power-up that begins its
+    /// cycle): its own cycle neither commands the hardware reset nor ends by itself once
+    /// quiesced; it waits for the group's decision.
+    Quiescing,
+    /// Quiesced (every voter answered, left or was revoked; no hardware operation in
+    /// flight): ready for the group's reset, which its own cycle needs or not.
+    Ready {
+        /// Some voter did not say it can recover.
+        reset_needed: bool,
+    },
+    /// The group's hardware reset was commanded; the carrier's [`Input::ResetDone`] ends
+    /// this member's cycle.
+    AwaitingReset {
+        /// The reset was commanded through this device.
+        carrier: bool,
+    },
+}
+
 /// A device's membership and its part in the group's cycle under way.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) struct Member {
     /// The group the owner declared, if any.
     pub(crate) group: Option<GroupId>,
-    /// Takes part in its group's cycle: its own cycle does not command the hardware reset
-    /// nor end by itself once quiesced; it waits for the group's decision.
-    pub(crate) taking_part: bool,
-    /// Quiesced (every voter answered, left or was revoked; no hardware operation in
-    /// flight): ready for the group's reset. `reset_needed` of its cycle.
-    pub(crate) ready: Option<bool>,
-    /// Its cycle's hardware reset was commanded through the group's carrier; the
-    /// carrier's [`Input::ResetDone`] ends it.
-    pub(crate) awaits_group_reset: bool,
-    /// The group's hardware reset was commanded through this device.
-    pub(crate) carrier: bool,
+    /// Its stage in the group's cycle.
+    pub(crate) stage: Stage,
     /// A voter refused the group's reset ([`Input::ResetNack`]): the group ends its cycle.
     pub(crate) refused_by: Option<ClientHandle>,
-    /// For the length of one input on this device: another member cannot take part, so a
-    /// cycle this input would begin ends at once, telling nobody `RESET` (so a client
-    /// whose callback is stuck collects no `RESET`/`Recovered` pairs).
-    pub(crate) blocked: Option<(DeviceId, CannotResetReason)>,
 }
 
 impl Member {
     /// In no group.
     pub(crate) const NONE: Member = Member {
         group: None,
-        taking_part: false,
-        ready: None,
-        awaits_group_reset: false,
-        carrier: false,
+        stage: Stage::Out,
         refused_by: None,
-        blocked: None,
     };
 
     /// Out of the group's cycle (the membership stays).
     pub(crate) fn leave_cycle(&mut self) {
         *self = Member {
             group: self.group,
-            blocked: self.blocked,
             ..Member::NONE
         };
+    }
+
+    /// Takes part in its group's cycle (at any stage).
+    pub(crate) fn taking_part(&self) -> bool {
+        self.stage != Stage::Out
+    }
+
+    /// The device's cycle quiesced: ready for the group's reset if it takes part. A device
+    /// not yet in the group's cycle is found ready when it joins (`join_group_cycle`).
+    pub(crate) fn quiesced(&mut self, reset_needed: bool) {
+        if matches!(self.stage, Stage::Quiescing | Stage::Ready { .. }) {
+            self.stage = Stage::Ready { reset_needed };
+        }
     }
 }
 
 impl<const C: usize, const P: usize> Device<C, P> {
-    /// A device removed (its slot free) leaves its reset group.
+    /// Reset groups ([`Input::JoinResetGroup`]): a device leaves its group when it is
+    /// removed (its slot becomes free); re-added, it joins anew. Called from the one place
+    /// a device becomes absent (`try_finish_removal`), whatever led there: remove,
+    /// surprise removal then remove, unload, a detach deadline, the group's decision.
     #[inline]
-    pub(crate) fn leave_group_if_absent(&mut self) {
-        if matches!(self.phase, Phase::Absent) {
-            self.group = Member::NONE;
-        }
+    pub(crate) fn leave_group_on_removal(&mut self) {
+        self.group = Member::NONE;
     }
 
     /// [`Input::ResetNack`]: a voter refuses the reset. Alone, the device's cycle ends
@@ -79,7 +98,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
         if slot.mailbox.holds_reset() {
             return Err(Error::ResetNotDelivered);
         }
-        if self.group.taking_part {
+        if self.group.taking_part() {
             // The group ends its cycle at the end of this input (every member at once).
             if self.group.refused_by.is_none() {
                 self.group.refused_by = Some(client);
@@ -134,7 +153,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
     /// asked in system sleep waits for the owner's power-up, as it does alone.
     pub(crate) fn wants_group_cycle(&self) -> bool {
         // A fatal error a pending query deferred waits for that query's end, as in no group.
-        !self.group.taking_part
+        !self.group.taking_part()
             && self.phase.query_pending().is_none()
             && match self.phase {
                 Phase::Quiescing { .. } | Phase::PoweringUp { reset: true, .. } => true,
@@ -188,22 +207,20 @@ impl<const C: usize, const P: usize> Device<C, P> {
         if !matches!(self.group_part(), Part::Joins) {
             return;
         }
-        // A member that began the cycle may be quiesced already (no voter): it stays ready.
-        let ready = self
-            .group
-            .ready
-            .filter(|_| matches!(self.phase, Phase::Quiescing { .. }));
         self.group.leave_cycle();
-        self.group.taking_part = true;
-        self.group.ready = ready;
+        self.group.stage = Stage::Quiescing;
         let begun = match self.phase {
-            Phase::Quiescing { .. } => true,
+            Phase::Quiescing { .. } => {
+                // A member that began the cycle may be quiesced already (no voter left).
+                self.execute_if_quiesced(cx);
+                true
+            }
             _ if self.wants_power_up_reset() => true,
             _ => self.request_reset(cx).is_ok(),
         };
         if !begun {
             // Only an exhausted epoch refuses: no cycle can run on it.
-            self.group.taking_part = false;
+            self.group.stage = Stage::Out;
         }
         self.refresh_deadline(cx.config);
     }
@@ -222,14 +239,17 @@ impl<const C: usize, const P: usize> Device<C, P> {
     /// waiting for the power-up that begins its cycle. A member removed, surprise-removed,
     /// failed, or served by a lost-state power-up has left it.
     pub(crate) fn still_in_group_cycle(&self) -> bool {
-        self.group.taking_part
+        self.group.taking_part()
             && (matches!(self.phase, Phase::Quiescing { .. }) || self.wants_power_up_reset())
     }
 
     /// Quiesced and waiting for the group's decision: `Some(reset_needed)`.
     pub(crate) fn group_ready(&self) -> Option<bool> {
         match self.phase {
-            Phase::Quiescing { .. } if self.group.taking_part => self.group.ready,
+            Phase::Quiescing { .. } => match self.group.stage {
+                Stage::Ready { reset_needed } => Some(reset_needed),
+                _ => None,
+            },
             _ => None,
         }
     }
@@ -244,9 +264,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
         if !matches!(self.phase, Phase::Quiescing { .. }) {
             return;
         }
-        self.group.ready = None;
-        self.group.awaits_group_reset = true;
-        self.group.carrier = carrier;
+        self.group.stage = Stage::AwaitingReset { carrier };
         self.set_phase(
             cx,
             Phase::Executing {
@@ -267,14 +285,9 @@ impl<const C: usize, const P: usize> Device<C, P> {
         cx: &mut Ctx<'_, Q>,
         result: ResetResult,
     ) {
-        let awaited = self.group.awaits_group_reset && !self.group.carrier;
-        // The carrier's own follow-up cycle may have begun (and be quiesced) already.
-        let ready = self
-            .group
-            .ready
-            .filter(|_| matches!(self.phase, Phase::Quiescing { .. }));
+        let awaited = self.group.stage == Stage::AwaitingReset { carrier: false };
+        // A follow-up cycle already begun (the carrier's) joins the group's next cycle.
         self.group.leave_cycle();
-        self.group.ready = ready;
         if awaited {
             let _ = self.reset_done(cx, result);
             self.refresh_deadline(cx.config);

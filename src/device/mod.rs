@@ -33,6 +33,11 @@ pub(crate) struct Ctx<'a, const Q: usize> {
     pub(crate) config: &'a Config,
     pub(crate) unloading: bool,
     pub(crate) out: &'a mut OutputQueue<Q>,
+    /// Reset groups: another member of the device's group cannot take part (which, and
+    /// why), so a cycle this input would begin ends at once, telling nobody `RESET` (a
+    /// client whose callback is stuck collects no `RESET`/`Recovered` pairs). `None` for a
+    /// device in no group.
+    pub(crate) group_blocker: Option<(DeviceId, CannotResetReason)>,
 }
 
 impl<const Q: usize> Ctx<'_, Q> {

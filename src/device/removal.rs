@@ -303,6 +303,8 @@ impl<const C: usize, const P: usize> Device<C, P> {
         }
         cx.out.push(Output::DeviceRemoved { device: cx.device });
         self.set_phase(cx, Phase::Absent);
+        // Reset groups: the slot is free, and so is its membership.
+        self.leave_group_on_removal();
         self.ports = [Port::UNCONFIGURED; P];
     }
 

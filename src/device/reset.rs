@@ -155,7 +155,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
 
     /// Tell every client `RESET`; with no voter the hardware reset follows at once.
     pub(super) fn begin_cycle<const Q: usize>(&mut self, cx: &mut Ctx<'_, Q>) {
-        if let Some((member, reason)) = self.group.blocked {
+        if let Some((member, reason)) = cx.group_blocker {
             // Reset groups: another member cannot take part: no cycle, answered now.
             cx.cycle_finished(CycleOutcome::CannotReset { member, reason });
             return;
@@ -242,7 +242,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
         if grouped {
             // Quiesced: the group commands its one reset once every member is
             // (`machine/groups.rs`).
-            self.group.ready = Some(reset_needed);
+            self.group.quiesced(reset_needed);
             return;
         }
         self.set_phase(

@@ -2,7 +2,7 @@
 //! one hardware reset, and the group's cycle over its members.
 
 use super::Lifecycle;
-use crate::device::group::{Member, Part};
+use crate::device::group::{Member, Part, Stage};
 use crate::device::{Ctx, Device};
 use crate::queue::OutputQueue;
 use crate::types::*;
@@ -102,6 +102,8 @@ impl<const C: usize, const P: usize, const Q: usize> GroupStep<'_, C, P, Q> {
                 config: self.config,
                 unloading: self.unloading,
                 out: &mut *self.out,
+                // The group's cycle is under way or being begun: nothing blocks it here.
+                group_blocker: None,
             };
             f(device, &mut cx);
         }
@@ -126,7 +128,7 @@ impl<const C: usize, const P: usize, const Q: usize> GroupStep<'_, C, P, Q> {
             self.group.0, outcome
         );
         self.each(|d, cx| {
-            if d.group.taking_part || d.wants_group_cycle() {
+            if d.group.taking_part() || d.wants_group_cycle() {
                 d.end_group_cycle(cx, outcome);
             }
         });
@@ -183,7 +185,7 @@ impl<const C: usize, const P: usize, const Q: usize> GroupStep<'_, C, P, Q> {
         // blocking (planted: it ends the cycle).
         let mut vanished = None;
         self.each(|d, cx| {
-            if d.group.taking_part && !d.still_in_group_cycle() {
+            if d.group.taking_part() && !d.still_in_group_cycle() {
                 if planted!(GroupRemovedMemberBlocks)
                     && matches!(d.group_part(), Part::Blocks(_))
                     && vanished.is_none()
@@ -206,12 +208,12 @@ impl<const C: usize, const P: usize, const Q: usize> GroupStep<'_, C, P, Q> {
             self.end_without_reset(member, CannotResetReason::ClientRefused(client));
             return;
         }
-        if self.find(|d| d.group.taking_part.then_some(())).is_none() {
+        if self.find(|d| d.group.taking_part().then_some(())).is_none() {
             *self.cycle = None;
             return;
         }
         let waiting =
-            self.find(|d| (d.group.taking_part && d.group_ready().is_none()).then_some(()));
+            self.find(|d| (d.group.taking_part() && d.group_ready().is_none()).then_some(()));
         let ready = if planted!(GroupResetBeforeAllAnswered) {
             self.find(|d| d.group_ready()).is_some()
         } else {
@@ -262,8 +264,8 @@ impl<const C: usize, const P: usize, const Q: usize> GroupStep<'_, C, P, Q> {
             return;
         }
         let late = self
-            .find(|d| (d.group.taking_part && d.group_ready().is_none()).then_some(()))
-            .or_else(|| self.find(|d| d.group.taking_part.then_some(())));
+            .find(|d| (d.group.taking_part() && d.group_ready().is_none()).then_some(()))
+            .or_else(|| self.find(|d| d.group.taking_part().then_some(())));
         match late {
             Some((member, ())) => self.end_without_reset(member, CannotResetReason::DeadlinePassed),
             None => *self.cycle = None,
@@ -294,10 +296,13 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Lifecycle<D
         let group = device.group.group;
         let carrier_done = match input {
             // The group's reset went through its carrier: only the carrier reports it.
-            Input::ResetDone { .. } if device.group.awaits_group_reset && !device.group.carrier => {
-                return Err(Error::NoHardwareCommandInFlight)
-            }
-            Input::ResetDone { result, .. } if device.group.carrier => Some(result),
+            Input::ResetDone { result, .. } => match device.group.stage {
+                Stage::AwaitingReset { carrier: false } => {
+                    return Err(Error::NoHardwareCommandInFlight)
+                }
+                Stage::AwaitingReset { carrier: true } => Some(result),
+                _ => None,
+            },
             _ => None,
         };
         // An input on a member may move every member.
@@ -313,6 +318,7 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Lifecycle<D
             config: &self.config,
             unloading,
             out: &mut self.outputs,
+            group_blocker: blocked,
         };
         let result = match input {
             Input::JoinResetGroup { group, .. } => {
@@ -321,16 +327,10 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Lifecycle<D
             Input::LeaveResetGroup { .. } => {
                 leave(device, &self.group_cycles).map(|()| Reply::Accepted)
             }
-            _ => {
-                device.group.blocked = blocked;
-                let result = super::dispatch(device, &mut cx, input);
-                device.group.blocked = None;
-                result
-            }
+            _ => super::dispatch(device, &mut cx, input),
         };
         if result.is_ok() {
             device.open_gates_when_settled(&mut cx); // fast path: gates open once settled
-            device.leave_group_if_absent();
             self.now = now;
             if let Some(group) = group {
                 self.settle_group(group, carrier_done);
@@ -355,13 +355,6 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Lifecycle<D
             group,
         }
         .settle(carrier_done);
-        // A member the group's decision removed (its removal waited for the group's reset)
-        // leaves the group as any removed device does.
-        for device in self.devices.iter_mut() {
-            if device.group.group == Some(group) {
-                device.leave_group_if_absent();
-            }
-        }
         self.group_deadline = self.next_group_deadline();
     }
 

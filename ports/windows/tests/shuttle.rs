@@ -289,6 +289,7 @@ fn shuttle_surprise_removal_with_a_colliding_token() {
 /// then succeed; `IoInvalidateDeviceState` was called exactly once.
 #[test]
 fn shuttle_failed_reset_reported_to_the_pnp_manager() {
+    const QUERY_ROUNDS: usize = 4;
     run("a failed reset reported to the PnP manager", || {
         let w = World::with(ResetResult::Failed, |os| os);
         let worker = w.register().expect("register");
@@ -298,26 +299,35 @@ fn shuttle_failed_reset_reported_to_the_pnp_manager() {
         hs.push(thread::spawn(move || wc.run_client(worker, false)));
         let p = Arc::clone(&w);
         hs.push(thread::spawn(move || {
-            // The client's reset may run before this thread does: the answer follows the
-            // core's own failure, read before and after the query (a failure is kept
-            // until remove).
+            // The client's reset may run before, between or after these queries. In every
+            // order each answer is NONE or FAILED, and the failure, once seen (by a
+            // query or in the core read around it), stays seen: a failure is kept until
+            // remove, and no answer contradicts the core's state read around it.
             let failed = || {
                 p.driver
                     .runtime()
                     .inspect(|o| o.machine().failure(DEV).is_some())
             };
-            let before = failed();
-            let answer = p.driver.query_pnp_device_state(DEV);
-            let after = failed();
-            if before {
-                assert_eq!(
-                    answer,
-                    Ok(PnpDeviceState::FAILED),
-                    "failed before the query"
+            let answered_failed = |answer: Result<PnpDeviceState, NtStatus>| {
+                assert!(
+                    answer == Ok(PnpDeviceState::NONE) || answer == Ok(PnpDeviceState::FAILED),
+                    "the pre-failure state or FAILED, nothing else: {answer:?}"
                 );
-            } else if !after {
-                assert_eq!(answer, Ok(PnpDeviceState::NONE), "nothing failed yet");
+                answer == Ok(PnpDeviceState::FAILED)
+            };
+            // Queries interleaved with reads of the core, a few rounds so that some orders
+            // see the failure arrive among them.
+            let mut seen = vec![failed()];
+            for _ in 0..QUERY_ROUNDS {
+                seen.push(answered_failed(p.driver.query_pnp_device_state(DEV)));
+                seen.push(failed());
+                thread::yield_now();
             }
+            assert!(
+                seen.windows(2).all(|w| w[0] <= w[1]),
+                "the core read, then each query's answer and the core read after it: \
+                 {seen:?} goes back from FAILED"
+            );
             p.driver
                 .runtime()
                 .wait_until(|o, _| o.machine().failure(DEV).map(drop))
