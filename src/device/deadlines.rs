@@ -52,6 +52,16 @@ pub(super) fn callback_deadline(config: &Config, slot: &Slot) -> Option<Tick> {
     due(slot.callback?, config.callback_timeout)
 }
 
+/// When a callback handed over at `called` overruns, for a slot with no fence asked for
+/// (a live client's: `callback_deadline` knowing what the caller checked).
+#[inline(always)]
+pub(super) fn callback_due(config: &Config, called: Tick) -> Option<Tick> {
+    if planted!(NoCallbackDeadline) {
+        return None;
+    }
+    due(called, config.callback_timeout)
+}
+
 /// When a voter must have answered `RESET`: its whole answer time after the `RESET` was
 /// delivered (I13). None for a non-voter, or while its `RESET` waits behind its own
 /// callback in flight (that callback's deadline runs instead).
@@ -60,6 +70,12 @@ pub(super) fn voter_deadline(config: &Config, slot: &Slot) -> Option<Tick> {
     if !slot.is_voting() {
         return None;
     }
+    due(slot.reset_delivered?, ack_timeout(config, slot.kind))
+}
+
+/// `voter_deadline` for a slot known to be voting (the caller checked).
+#[inline(always)]
+pub(super) fn voter_due(config: &Config, slot: &Slot) -> Option<Tick> {
     due(slot.reset_delivered?, ack_timeout(config, slot.kind))
 }
 

@@ -23,7 +23,9 @@ mod removal;
 mod reset;
 
 use clients::ClientVeto;
-use deadlines::{callback_deadline, due, slot_deadlines, voter_deadline, Earliest};
+use deadlines::{
+    callback_deadline, callback_due, due, slot_deadlines, voter_deadline, voter_due, Earliest,
+};
 pub use phase::{AfterReset, HwOp, Phase, Port, Prior, QueryPending, Resources, Teardown};
 
 /// What a handler needs from the driver around it.

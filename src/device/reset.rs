@@ -264,15 +264,14 @@ impl<const C: usize, const P: usize> Device<C, P> {
         client: ClientHandle,
         needs_reset: bool,
     ) -> Result<(), Error> {
-        let index = self.registry.active(client)?;
-        let slot = self.registry.slot_mut(index).ok_or(Error::UnknownClient)?;
+        let (_, slot) = self.registry.active_mut(client)?;
         if !slot.is_voting() {
             return Err(Error::NotVoting);
         }
         if slot.mailbox.holds_reset() {
             return Err(Error::ResetNotDelivered);
         }
-        self.earliest.remove(voter_deadline(cx.config, slot));
+        self.earliest.remove(voter_due(cx.config, slot));
         if let ClientState::Active { role, .. } = &mut slot.state {
             *role = Role::Acked;
         }
