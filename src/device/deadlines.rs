@@ -245,19 +245,9 @@ impl<const C: usize, const P: usize> Device<C, P> {
 
     /// Whether the phase waits on hardware operations or detaches, so that a change to a
     /// client's operations, fence or state may move the phase's deadline.
+    #[inline]
     pub(super) fn phase_waits(&self) -> bool {
-        matches!(
-            self.phase,
-            Phase::Quiescing {
-                draining: Some(_),
-                ..
-            } | Phase::Stopping { .. }
-                | Phase::PoweringDown {
-                    commanded: false,
-                    ..
-                }
-                | Phase::Removing { .. }
-        )
+        self.phase.waits()
     }
 
     /// The deadlines slot `index` contributes now.
