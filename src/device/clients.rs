@@ -349,11 +349,13 @@ impl<const C: usize, const P: usize> Device<C, P> {
             self.deliver_next(cx, index);
         }
         if reset_answer {
+            // Its own check: the reset runs once every voter answered.
             self.voter_left(answer == CallbackAnswer::ResetExecute);
+            self.execute_if_quiesced(cx);
+        } else {
+            // A wait the return may end.
+            self.progress(cx);
         }
-        // A wait the return may end, or the RESET answer's own check (its phase is
-        // quiescing, where `progress` is that check).
-        self.progress(cx);
         let state = self.registry.slot_mut(index).map(|s| &mut s.state);
         match (answer, state) {
             (CallbackAnswer::CannotPause, Some(ClientState::Active { cannot_pause, .. })) => {
