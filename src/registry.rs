@@ -101,6 +101,14 @@ impl Slot {
         self.callback.is_some() || self.ops_pending() || self.fence_requested
     }
 
+    /// Whether an event can be handed to this client at once: no callback in flight,
+    /// nothing waiting before it, and no fence asked for (its callback then has a
+    /// deadline: see `device::deadlines`).
+    #[inline(always)]
+    pub(crate) fn can_take_now(&self) -> bool {
+        self.callback.is_none() && self.mailbox.is_empty() && !self.fence_requested
+    }
+
     /// Whether hardware operations of this client may be in flight: granted ones, or an
     /// unknown count behind a fast-path gate whose close is not answered yet (I15).
     pub(crate) const fn ops_pending(&self) -> bool {

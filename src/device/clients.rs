@@ -115,13 +115,28 @@ impl<const C: usize, const P: usize> Device<C, P> {
         self.gate_follows_client(cx, index); // I15: a revocation closes the gate
     }
 
-    /// Tell every active client `event`.
+    /// Tell every active client `event`. A client that can take it now (no callback in
+    /// flight, nothing waiting, no fence asked for) is told as `notify` tells it; the
+    /// callbacks' deadlines, all the same, are added once at the end.
     pub(super) fn notify_active<const Q: usize>(&mut self, cx: &mut Ctx<'_, Q>, event: Event) {
+        let mut told: u16 = 0;
         for index in self.registry.occupied() {
-            if self.registry.slot(index).is_some_and(Slot::is_active) {
+            let Some(slot) = self.registry.slots.get_mut(index) else {
+                continue;
+            };
+            if !slot.is_active() {
+                continue;
+            }
+            if event != Event::Reset && slot.can_take_now() {
+                slot.callback = Some(cx.now);
+                told += 1;
+                let client = Registry::<C>::handle(cx.device, index, slot);
+                cx.out.push(Output::Notify { client, event });
+            } else {
                 self.notify(cx, index, event);
             }
         }
+        self.earliest.add_n(callback_due(cx.config, cx.now), told);
     }
 
     /// Set every active client's role (and, after a completed reset, mark it stale).

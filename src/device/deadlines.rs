@@ -31,7 +31,7 @@ fn reached(now: Tick, at: Option<Tick>) -> bool {
 
 /// How long a voter of `kind` has to answer `RESET`.
 #[inline(always)]
-fn ack_timeout(config: &Config, kind: ClientKind) -> u64 {
+pub(super) fn ack_timeout(config: &Config, kind: ClientKind) -> u64 {
     let timeout = match kind {
         ClientKind::Untrusted => config.untrusted_ack_timeout,
         ClientKind::Trusted => config.trusted_ack_timeout,
@@ -137,6 +137,14 @@ impl Earliest {
     pub(super) fn add(&mut self, at: Option<Tick>) {
         let Some(Tick(at)) = at else { return };
         self.add_many_at(at, 1, 1);
+    }
+
+    /// `n` deadlines at `at` were added (clients told at once share their deadline).
+    #[inline(always)]
+    pub(super) fn add_n(&mut self, at: Option<Tick>, n: u16) {
+        if let (Some(Tick(at)), 1..) = (at, n) {
+            self.add_many_at(at, n, n);
+        }
     }
 
     /// `total` deadlines were added, `count` of them at `at`, the earliest of them.

@@ -24,7 +24,8 @@ mod reset;
 
 use clients::ClientVeto;
 use deadlines::{
-    callback_deadline, callback_due, due, slot_deadlines, voter_deadline, voter_due, Earliest,
+    ack_timeout, callback_deadline, callback_due, due, slot_deadlines, voter_deadline, voter_due,
+    Earliest,
 };
 pub use phase::{AfterReset, HwOp, Phase, Port, Prior, QueryPending, Resources, Teardown};
 

@@ -162,19 +162,46 @@ impl<const C: usize, const P: usize> Device<C, P> {
         }
         // One pass: every active client votes and is told `RESET` (as `set_roles` then
         // `notify_active` would: telling a client reads no role).
+        // A voter that can take its RESET now is told as `notify` tells it; its callback's
+        // and its answer's deadlines, the same for every such voter of its kind, are added
+        // once at the end.
         let mut voters = 0usize;
+        let mut told = [0u16; 2]; // trusted, untrusted
         for index in self.registry.occupied() {
             let Some(slot) = self.registry.slots.get_mut(index) else {
                 continue;
             };
-            if let ClientState::Active { role, .. } = &mut slot.state {
-                *role = Role::Voting;
+            let ClientState::Active { role, .. } = &mut slot.state else {
+                continue;
+            };
+            *role = Role::Voting;
+            voters += 1;
+            if slot.can_take_now() {
+                slot.callback = Some(cx.now);
+                slot.reset_delivered = Some(cx.now);
+                match slot.kind {
+                    ClientKind::Trusted => told[0] += 1,
+                    ClientKind::Untrusted => told[1] += 1,
+                }
+                let client = Registry::<C>::handle(cx.device, index, slot);
+                cx.out.push(Output::Notify {
+                    client,
+                    event: Event::Reset,
+                });
+            } else {
                 // Its answer deadline begins when this cycle's RESET is delivered.
                 slot.reset_delivered = None;
-                voters += 1;
                 self.notify(cx, index, Event::Reset);
             }
         }
+        let [trusted, untrusted] = told;
+        let now = cx.now;
+        self.earliest
+            .add_n(callback_due(cx.config, now), trusted + untrusted);
+        let trusted_due = due(now, ack_timeout(cx.config, ClientKind::Trusted));
+        self.earliest.add_n(trusted_due, trusted);
+        let untrusted_due = due(now, ack_timeout(cx.config, ClientKind::Untrusted));
+        self.earliest.add_n(untrusted_due, untrusted);
         self.set_phase(
             cx,
             Phase::Quiescing {
