@@ -6,25 +6,20 @@ use crate::types::Output;
 /// it ever did, the output would be counted in `overflowed` rather than lost silently (the
 /// tests assert the count stays zero).
 ///
-/// The outputs queued are `buf[head..tail]`, oldest first. The owner drains after every
-/// input, so the queue empties often: then both go back to the front, and a push is one
-/// store at `tail`, a pop one load at `head` (no wrap-around to compute). An owner that
-/// leaves outputs queued while the end of the buffer is reached has them moved to the
-/// front, out of line. Entries outside the window are stale; equality, hashing and
-/// `Debug` see only the outputs queued, oldest first.
+/// A ring over a fixed array: `len` outputs from `head`, wrapping. Entries outside that
+/// window are stale; equality, hashing and `Debug` see only the outputs queued, oldest
+/// first.
 #[derive(Clone)]
 pub(crate) struct OutputQueue<const Q: usize> {
     buf: [Output; Q],
     head: usize,
-    tail: usize,
+    len: usize,
     overflowed: u32,
 }
 
 impl<const Q: usize> PartialEq for OutputQueue<Q> {
     fn eq(&self, other: &Self) -> bool {
-        self.len() == other.len()
-            && self.overflowed == other.overflowed
-            && self.iter().eq(other.iter())
+        self.len == other.len && self.overflowed == other.overflowed && self.iter().eq(other.iter())
     }
 }
 
@@ -47,7 +42,7 @@ impl<const Q: usize> core::fmt::Debug for OutputQueue<Q> {
 
 impl<const Q: usize> core::hash::Hash for OutputQueue<Q> {
     fn hash<H: core::hash::Hasher>(&self, state: &mut H) {
-        self.len().hash(state);
+        self.len.hash(state);
         for output in self.iter() {
             output.hash(state);
         }
@@ -60,19 +55,30 @@ impl<const Q: usize> OutputQueue<Q> {
         OutputQueue {
             buf: [Output::UnloadMayFinish; Q],
             head: 0,
-            tail: 0,
+            len: 0,
             overflowed: 0,
+        }
+    }
+
+    /// The ring index `offset` places after the head.
+    #[inline]
+    fn at(&self, offset: usize) -> usize {
+        let index = self.head + offset;
+        if index >= Q {
+            index - Q
+        } else {
+            index
         }
     }
 
     #[inline]
     pub(crate) fn len(&self) -> usize {
-        self.tail.saturating_sub(self.head)
+        self.len
     }
 
     #[inline]
     pub(crate) fn free(&self) -> usize {
-        Q - self.len()
+        Q - self.len
     }
 
     pub(crate) const fn overflowed(&self) -> u32 {
@@ -81,51 +87,29 @@ impl<const Q: usize> OutputQueue<Q> {
 
     #[inline]
     pub(crate) fn push(&mut self, output: Output) {
-        if self.tail >= Q {
-            self.move_to_front();
-        }
-        match self.buf.get_mut(self.tail) {
-            Some(entry) => {
+        let index = self.at(self.len);
+        match self.buf.get_mut(index) {
+            Some(entry) if self.len < Q => {
                 *entry = output;
-                self.tail += 1;
+                self.len += 1;
             }
-            None => self.overflowed = self.overflowed.saturating_add(1),
+            _ => self.overflowed = self.overflowed.saturating_add(1),
         }
-    }
-
-    /// The end of the buffer is reached with outputs still queued: move them to the front.
-    #[cold]
-    #[inline(never)]
-    fn move_to_front(&mut self) {
-        let len = self.len();
-        for offset in 0..len {
-            if let Some(output) = self.buf.get(self.head + offset).copied() {
-                if let Some(entry) = self.buf.get_mut(offset) {
-                    *entry = output;
-                }
-            }
-        }
-        self.head = 0;
-        self.tail = len;
     }
 
     #[inline]
     pub(crate) fn pop(&mut self) -> Option<Output> {
-        if self.head >= self.tail {
+        if self.len == 0 {
             return None;
         }
         let output = self.buf.get(self.head).copied();
-        self.head += 1;
-        if self.head == self.tail {
-            // Empty: the next push goes to the front again.
-            self.head = 0;
-            self.tail = 0;
-        }
+        self.head = self.at(1);
+        self.len -= 1;
         output
     }
 
     pub(crate) fn iter(&self) -> impl Iterator<Item = &Output> {
-        (self.head..self.tail).filter_map(move |index| self.buf.get(index))
+        (0..self.len).filter_map(move |offset| self.buf.get(self.at(offset)))
     }
 }
 
@@ -210,36 +194,6 @@ mod tests {
         assert!(overflowed != full, "same outputs, one lost");
         full.pop();
         assert!(full != overflowed);
-    }
-
-    /// An owner that leaves outputs queued until the end of the buffer is reached: the
-    /// next push moves them to the front, in order, and nothing is lost.
-    #[test]
-    fn outputs_left_queued_at_the_end_move_to_the_front_in_order() {
-        extern crate std;
-        let mut q = OutputQueue::<3>::new();
-        q.push(hw(HardwareCommand::Start));
-        q.push(hw(HardwareCommand::Reset));
-        assert_eq!(q.pop(), Some(hw(HardwareCommand::Start)));
-        q.push(hw(HardwareCommand::PowerDown));
-        assert_eq!(q.free(), 1);
-        q.push(hw(HardwareCommand::PowerUp));
-        assert_eq!(q.overflowed(), 0);
-        assert_eq!(
-            q.iter().copied().collect::<std::vec::Vec<_>>(),
-            [
-                hw(HardwareCommand::Reset),
-                hw(HardwareCommand::PowerDown),
-                hw(HardwareCommand::PowerUp)
-            ]
-        );
-        q.push(hw(HardwareCommand::Start));
-        assert_eq!(q.overflowed(), 1, "full: counted, not stored");
-        assert_eq!(q.pop(), Some(hw(HardwareCommand::Reset)));
-        assert_eq!(q.pop(), Some(hw(HardwareCommand::PowerDown)));
-        assert_eq!(q.pop(), Some(hw(HardwareCommand::PowerUp)));
-        assert_eq!(q.pop(), None);
-        assert_eq!(q.free(), 3);
     }
 
     /// `Debug` (what a failing test and the recorder print) lists the queued outputs in
