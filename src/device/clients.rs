@@ -115,28 +115,46 @@ impl<const C: usize, const P: usize> Device<C, P> {
         self.gate_follows_client(cx, index); // I15: a revocation closes the gate
     }
 
-    /// Tell every active client `event`. A client that can take it now (no callback in
-    /// flight, nothing waiting, no fence asked for) is told as `notify` tells it; the
-    /// callbacks' deadlines, all the same, are added once at the end.
+    /// Tell every active client `event`. A client that can take it now is told in place
+    /// (`tell_now`); the callbacks' deadlines, all the same, are added once at the end.
     pub(super) fn notify_active<const Q: usize>(&mut self, cx: &mut Ctx<'_, Q>, event: Event) {
         let mut told: u16 = 0;
         for index in self.registry.occupied() {
-            let Some(slot) = self.registry.slots.get_mut(index) else {
-                continue;
-            };
-            if !slot.is_active() {
+            if !self.registry.slot(index).is_some_and(Slot::is_active) {
                 continue;
             }
-            if event != Event::Reset && slot.can_take_now() {
-                slot.callback = Some(cx.now);
+            if event != Event::Reset && self.tell_now(cx, index, event).is_some() {
                 told += 1;
-                let client = Registry::<C>::handle(cx.device, index, slot);
-                cx.out.push(Output::Notify { client, event });
             } else {
                 self.notify(cx, index, event);
             }
         }
         self.earliest.add_n(callback_due(cx.config, cx.now), told);
+    }
+
+    /// Hand `event` to the client in slot `index` at once if it can take it now
+    /// (`Slot::can_take_now`), as `notify` does, except that its callback's deadline (and,
+    /// with a `RESET`, its answer's) is the caller's to add: clients told by one input
+    /// share them, so they are added once for all. The client's kind if it was told; if
+    /// not, the caller goes through `notify`.
+    #[cfg_attr(not(target_os = "none"), inline(always))]
+    pub(super) fn tell_now<const Q: usize>(
+        &mut self,
+        cx: &mut Ctx<'_, Q>,
+        index: usize,
+        event: Event,
+    ) -> Option<ClientKind> {
+        let slot = self.registry.slots.get_mut(index)?;
+        if !slot.can_take_now() {
+            return None;
+        }
+        slot.callback = Some(cx.now);
+        if event == Event::Reset {
+            slot.reset_delivered = Some(cx.now);
+        }
+        let client = Registry::<C>::handle(cx.device, index, slot);
+        cx.out.push(Output::Notify { client, event });
+        Some(slot.kind)
     }
 
     /// Set every active client's role (and, after a completed reset, mark it stale).

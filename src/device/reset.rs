@@ -162,7 +162,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
         }
         // One pass: every active client votes and is told `RESET` (as `set_roles` then
         // `notify_active` would: telling a client reads no role).
-        // A voter that can take its RESET now is told as `notify` tells it; its callback's
+        // A voter that can take its RESET now is told in place (`tell_now`); its callback's
         // and its answer's deadlines, the same for every such voter of its kind, are added
         // once at the end.
         let mut voters = 0usize;
@@ -175,23 +175,13 @@ impl<const C: usize, const P: usize> Device<C, P> {
                 continue;
             };
             *role = Role::Voting;
+            // Its answer deadline begins when this cycle's RESET is delivered.
+            slot.reset_delivered = None;
             voters += 1;
-            if slot.can_take_now() {
-                slot.callback = Some(cx.now);
-                slot.reset_delivered = Some(cx.now);
-                match slot.kind {
-                    ClientKind::Trusted => told[0] += 1,
-                    ClientKind::Untrusted => told[1] += 1,
-                }
-                let client = Registry::<C>::handle(cx.device, index, slot);
-                cx.out.push(Output::Notify {
-                    client,
-                    event: Event::Reset,
-                });
-            } else {
-                // Its answer deadline begins when this cycle's RESET is delivered.
-                slot.reset_delivered = None;
-                self.notify(cx, index, Event::Reset);
+            match self.tell_now(cx, index, Event::Reset) {
+                Some(ClientKind::Trusted) => told[0] += 1,
+                Some(ClientKind::Untrusted) => told[1] += 1,
+                None => self.notify(cx, index, Event::Reset),
             }
         }
         let [trusted, untrusted] = told;
