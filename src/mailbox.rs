@@ -34,6 +34,9 @@ pub(crate) struct Mailbox {
     events: [Option<Event>; EVENTS],
     links: PortSet,
     last: Option<Event>,
+    /// Nothing waits: kept with every change (a function of the fields above), so that the
+    /// question every notification and every callback's return asks is one compare.
+    empty: bool,
     /// Events that found no room. The argument above keeps this zero; the tests prove it.
     overflowed: u8,
 }
@@ -44,13 +47,19 @@ impl Mailbox {
             events: [None; EVENTS],
             links: PortSet::EMPTY,
             last: None,
+            empty: true,
             overflowed: 0,
         }
     }
 
     #[inline]
     pub(crate) fn is_empty(&self) -> bool {
-        self.events[0].is_none() && self.links.is_empty() && self.last.is_none()
+        self.empty
+    }
+
+    /// Record whether anything waits, after a change.
+    fn settle(&mut self) {
+        self.empty = self.events[0].is_none() && self.links.is_empty() && self.last.is_none();
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -74,10 +83,16 @@ impl Mailbox {
         self.events = [None; EVENTS];
         self.links = PortSet::EMPTY;
         self.last = None;
+        self.empty = true;
     }
 
     /// Keep `event` for later, coalescing as the module documentation says.
     pub(crate) fn put(&mut self, event: Event) {
+        self.put_event(event);
+        self.settle();
+    }
+
+    fn put_event(&mut self, event: Event) {
         if self.last.is_some() {
             return; // nothing follows a last event
         }
@@ -149,6 +164,13 @@ impl Mailbox {
     /// (lowest port first, `link_of` giving its state now), then the last event.
     #[inline]
     pub(crate) fn take(&mut self, link_of: impl Fn(PhysPort) -> Option<Event>) -> Option<Event> {
+        let event = self.take_event(link_of);
+        self.settle();
+        event
+    }
+
+    #[inline]
+    fn take_event(&mut self, link_of: impl Fn(PhysPort) -> Option<Event>) -> Option<Event> {
         let [first, second, third] = &mut self.events;
         if let Some(event) = first.take() {
             *first = second.take();
@@ -211,6 +233,47 @@ mod tests {
         assert!(!m.holds_reset());
         m.put(Event::Recovered { epoch: Epoch(0) });
         assert!(!m.holds_reset());
+    }
+
+    /// `is_empty` is kept with every change, not computed: after any sequence of puts,
+    /// takes and clears it must say what the contents say.
+    #[test]
+    fn is_empty_follows_every_change() {
+        let events = [
+            Event::Reset,
+            Event::ResetEnd { epoch: Epoch(1) },
+            Event::Recovered { epoch: Epoch(1) },
+            Event::DeviceStopped,
+            Event::DeviceFatal,
+            Event::LinkChanged {
+                port: PhysPort(1),
+                state: LinkState::Active,
+            },
+            Event::Removed { surprise: false },
+            Event::Revoked,
+        ];
+        let mut m = Mailbox::new();
+        let mut seed = 0x9e37_79b9_u32;
+        for _ in 0..2000 {
+            seed ^= seed << 13;
+            seed ^= seed >> 17;
+            seed ^= seed << 5;
+            match seed % 11 {
+                0..=5 => m.put(events[(seed / 11) as usize % events.len()]),
+                6..=9 => {
+                    let _ = m.take(|port| {
+                        (!seed.is_multiple_of(3)).then_some(Event::LinkChanged {
+                            port,
+                            state: LinkState::Down,
+                        })
+                    });
+                }
+                _ => m.clear(),
+            }
+            #[allow(clippy::len_zero)] // the kept flag against the counted contents
+            let counted_empty = m.len() == 0;
+            assert_eq!(m.is_empty(), counted_empty, "{m:?}");
+        }
     }
 
     #[test]

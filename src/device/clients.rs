@@ -115,13 +115,46 @@ impl<const C: usize, const P: usize> Device<C, P> {
         self.gate_follows_client(cx, index); // I15: a revocation closes the gate
     }
 
-    /// Tell every active client `event`.
+    /// Tell every active client `event`. A client that can take it now is told in place
+    /// (`tell_now`); the callbacks' deadlines, all the same, are added once at the end.
     pub(super) fn notify_active<const Q: usize>(&mut self, cx: &mut Ctx<'_, Q>, event: Event) {
+        let mut told: u16 = 0;
         for index in self.registry.occupied() {
-            if self.registry.slot(index).is_some_and(Slot::is_active) {
+            if !self.registry.slot(index).is_some_and(Slot::is_active) {
+                continue;
+            }
+            if event != Event::Reset && self.tell_now(cx, index, event).is_some() {
+                told += 1;
+            } else {
                 self.notify(cx, index, event);
             }
         }
+        self.earliest.add_n(callback_due(cx.config, cx.now), told);
+    }
+
+    /// Hand `event` to the client in slot `index` at once if it can take it now
+    /// (`Slot::can_take_now`), as `notify` does, except that its callback's deadline (and,
+    /// with a `RESET`, its answer's) is the caller's to add: clients told by one input
+    /// share them, so they are added once for all. The client's kind if it was told; if
+    /// not, the caller goes through `notify`.
+    #[cfg_attr(not(target_os = "none"), inline(always))]
+    pub(super) fn tell_now<const Q: usize>(
+        &mut self,
+        cx: &mut Ctx<'_, Q>,
+        index: usize,
+        event: Event,
+    ) -> Option<ClientKind> {
+        let slot = self.registry.slots.get_mut(index)?;
+        if !slot.can_take_now() {
+            return None;
+        }
+        slot.callback = Some(cx.now);
+        if event == Event::Reset {
+            slot.reset_delivered = Some(cx.now);
+        }
+        let client = Registry::<C>::handle(cx.device, index, slot);
+        cx.out.push(Output::Notify { client, event });
+        Some(slot.kind)
     }
 
     /// Set every active client's role (and, after a completed reset, mark it stale).
@@ -260,16 +293,15 @@ impl<const C: usize, const P: usize> Device<C, P> {
         cx: &mut Ctx<'_, Q>,
         client: ClientHandle,
     ) -> Result<(), Error> {
-        let index = self.registry.current(client)?;
-        let slot = self.registry.slot_mut(index).ok_or(Error::UnknownClient)?;
+        let (index, slot) = self.registry.current_mut(client)?;
         if slot.fence_requested {
             // I12: once a fence is asked for, only the fence ends the wait.
             return Ok(());
         }
-        if slot.callback.is_none() {
+        let Some(called) = slot.callback else {
             return Err(Error::NoCallbackInFlight);
-        }
-        self.earliest.remove(callback_deadline(cx.config, slot));
+        };
+        self.earliest.remove(callback_due(cx.config, called));
         slot.callback = None;
         let deliver_anyway = planted!(NotifyAfterUnregister) && !slot.mailbox.is_empty();
         if slot.state == ClientState::Unregistered && !deliver_anyway {
@@ -305,17 +337,20 @@ impl<const C: usize, const P: usize> Device<C, P> {
                 input: answer.kind(),
             });
         }
-        let index = self.registry.active(client)?;
-        let slot = self.registry.slot(index).ok_or(Error::UnknownClient)?;
-        if slot.callback.is_none() {
+        let (index, slot) = self.registry.active_mut(client)?;
+        let Some(called) = slot.callback else {
             return Err(Error::NoCallbackInFlight);
-        }
+        };
         let ClientState::Active {
             role, cannot_pause, ..
         } = slot.state
         else {
             return Err(Error::ClientDetaching);
         };
+        let reset_answer = matches!(
+            answer,
+            CallbackAnswer::ResetExecute | CallbackAnswer::CanRecover
+        );
         match answer {
             CallbackAnswer::ResetExecute | CallbackAnswer::CanRecover => {
                 if role != Role::Voting {
@@ -331,73 +366,47 @@ impl<const C: usize, const P: usize> Device<C, P> {
             CallbackAnswer::CannotPause | CallbackAnswer::AcquireInterface => {}
         }
         // Nothing below refuses. A live client has no fence asked for, so its return is
-        // `callback_done`'s usual case; it stays live (and voting), so the answer meets
-        // what it met above.
-        self.return_callback(cx, index);
-        if !matches!(
-            answer,
-            CallbackAnswer::ResetExecute | CallbackAnswer::CanRecover
-        ) {
-            // A wait the return may end. A RESET answer's own check follows instead (its
-            // phase is quiescing, where a return alone ends no wait: this voter has not
-            // answered yet).
-            self.progress(cx);
-        }
-        match answer {
-            CallbackAnswer::ResetExecute => self.voter_answered(cx, index, true),
-            CallbackAnswer::CanRecover => self.voter_answered(cx, index, false),
-            CallbackAnswer::CannotPause => {
-                if let Some(ClientState::Active { cannot_pause, .. }) =
-                    self.registry.slot_mut(index).map(|s| &mut s.state)
-                {
-                    *cannot_pause = true;
-                }
-            }
-            CallbackAnswer::AcquireInterface => {
-                if let Some(ClientState::Active { fresh, .. }) =
-                    self.registry.slot_mut(index).map(|s| &mut s.state)
-                {
-                    *fresh = true;
-                }
-                if self.fast_path {
-                    // I15: a gate opens only at the device's current epoch.
-                    self.gate_follows_client(cx, index);
-                }
-                return Ok(Reply::Interface(self.epoch));
-            }
-        }
-        Ok(Reply::Accepted)
-    }
-
-    /// The callback in flight to the live client in slot `index` returned: its deadline
-    /// goes and its next waiting event (if any) is handed over.
-    #[inline(always)]
-    fn return_callback<const Q: usize>(&mut self, cx: &mut Ctx<'_, Q>, index: usize) {
-        if let Some(slot) = self.registry.slots.get_mut(index) {
-            self.earliest.remove(callback_deadline(cx.config, slot));
-            slot.callback = None;
-            if !slot.mailbox.is_empty() {
-                self.deliver_next(cx, index);
-            }
-        }
-    }
-
-    /// The voter in slot `index`, its `RESET` delivered, answered (as `answer_reset`).
-    #[inline(always)]
-    fn voter_answered<const Q: usize>(
-        &mut self,
-        cx: &mut Ctx<'_, Q>,
-        index: usize,
-        needs_reset: bool,
-    ) {
-        if let Some(slot) = self.registry.slots.get_mut(index) {
-            self.earliest.remove(voter_deadline(cx.config, slot));
+        // `callback_done`'s usual case and its callback's deadline runs; it stays live
+        // (and voting), so the answer meets what it met above.
+        self.earliest.remove(callback_due(cx.config, called));
+        slot.callback = None;
+        if reset_answer {
+            // The voter's answer deadline goes; the events its mailbox may hold hold no
+            // RESET (checked above), so handing one over below moves no answer deadline.
+            self.earliest.remove(voter_due(cx.config, slot));
             if let ClientState::Active { role, .. } = &mut slot.state {
                 *role = Role::Acked;
             }
         }
-        self.voter_left(needs_reset);
-        self.execute_if_quiesced(cx);
+        if !slot.mailbox.is_empty() {
+            self.deliver_next(cx, index);
+        }
+        if reset_answer {
+            // Its own check: the reset runs once every voter answered.
+            self.voter_left(answer == CallbackAnswer::ResetExecute);
+            self.execute_if_quiesced(cx);
+        } else {
+            // A wait the return may end.
+            self.progress(cx);
+        }
+        let state = self.registry.slot_mut(index).map(|s| &mut s.state);
+        match (answer, state) {
+            (CallbackAnswer::CannotPause, Some(ClientState::Active { cannot_pause, .. })) => {
+                *cannot_pause = true;
+            }
+            (CallbackAnswer::AcquireInterface, Some(ClientState::Active { fresh, .. })) => {
+                *fresh = true;
+            }
+            _ => {}
+        }
+        if answer == CallbackAnswer::AcquireInterface {
+            if self.fast_path {
+                // I15: a gate opens only at the device's current epoch.
+                self.gate_follows_client(cx, index);
+            }
+            return Ok(Reply::Interface(self.epoch));
+        }
+        Ok(Reply::Accepted)
     }
 
     /// [`Input::FenceDone`]: the owner fenced a revoked client: its callback and operations are
@@ -432,10 +441,8 @@ impl<const C: usize, const P: usize> Device<C, P> {
     /// Inlined: see `answer_reset`.
     #[inline(always)]
     pub(super) fn acquire(&mut self, client: ClientHandle) -> Result<Epoch, Error> {
-        let index = self.registry.active(client)?;
-        if let Some(ClientState::Active { fresh, .. }) =
-            self.registry.slot_mut(index).map(|s| &mut s.state)
-        {
+        let (_, slot) = self.registry.active_mut(client)?;
+        if let ClientState::Active { fresh, .. } = &mut slot.state {
             *fresh = true;
         }
         Ok(self.epoch)
@@ -591,7 +598,9 @@ impl<const C: usize, const P: usize> Device<C, P> {
     }
 
     /// Something in flight finished or was fenced: a stop, a reset or a removal that
-    /// waited for it may go on.
+    /// waited for it may go on. Inlined on a hosted target (most inputs find nothing
+    /// waiting: one compare instead of a call); a bare-metal build keeps one copy.
+    #[cfg_attr(not(target_os = "none"), inline(always))]
     pub(super) fn progress<const Q: usize>(&mut self, cx: &mut Ctx<'_, Q>) {
         match self.phase {
             Phase::Stopping { .. } => self.finish_stop_if_drained(cx),

@@ -31,7 +31,7 @@ fn reached(now: Tick, at: Option<Tick>) -> bool {
 
 /// How long a voter of `kind` has to answer `RESET`.
 #[inline(always)]
-fn ack_timeout(config: &Config, kind: ClientKind) -> u64 {
+pub(super) fn ack_timeout(config: &Config, kind: ClientKind) -> u64 {
     let timeout = match kind {
         ClientKind::Untrusted => config.untrusted_ack_timeout,
         ClientKind::Trusted => config.trusted_ack_timeout,
@@ -52,6 +52,16 @@ pub(super) fn callback_deadline(config: &Config, slot: &Slot) -> Option<Tick> {
     due(slot.callback?, config.callback_timeout)
 }
 
+/// When a callback handed over at `called` overruns, for a slot with no fence asked for
+/// (a live client's: `callback_deadline` knowing what the caller checked).
+#[inline(always)]
+pub(super) fn callback_due(config: &Config, called: Tick) -> Option<Tick> {
+    if planted!(NoCallbackDeadline) {
+        return None;
+    }
+    due(called, config.callback_timeout)
+}
+
 /// When a voter must have answered `RESET`: its whole answer time after the `RESET` was
 /// delivered (I13). None for a non-voter, or while its `RESET` waits behind its own
 /// callback in flight (that callback's deadline runs instead).
@@ -60,6 +70,12 @@ pub(super) fn voter_deadline(config: &Config, slot: &Slot) -> Option<Tick> {
     if !slot.is_voting() {
         return None;
     }
+    due(slot.reset_delivered?, ack_timeout(config, slot.kind))
+}
+
+/// `voter_deadline` for a slot known to be voting (the caller checked).
+#[inline(always)]
+pub(super) fn voter_due(config: &Config, slot: &Slot) -> Option<Tick> {
     due(slot.reset_delivered?, ack_timeout(config, slot.kind))
 }
 
@@ -81,10 +97,17 @@ pub(super) fn unfenced_ops(slot: &Slot) -> bool {
 }
 
 /// A device's earliest deadline, kept current input by input.
+///
+/// `at` means something only while `total` is above zero (it is zero otherwise, so equal
+/// states stay equal): a deadline beyond the clock's range is never counted, so every
+/// counted one is a tick, and no sentinel tick is needed. The counts never overflow: a
+/// device has at most two deadlines a client slot (its callback's and its `RESET`
+/// answer's), one a fast-path gate and the phase's, at most 3 · 256 + 1 < `u16::MAX`;
+/// and a deadline is removed only after it was added, so they never go below zero.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) struct Earliest {
-    /// The earliest deadline (`None`: nothing waits on one within the clock's range).
-    at: Option<Tick>,
+    /// The earliest deadline's tick, while `total` is above zero.
+    at: u64,
     /// How many of the device's deadlines fall at `at`: when the last of them goes, the
     /// next one is found again.
     count: u16,
@@ -97,66 +120,73 @@ pub(crate) struct Earliest {
 
 impl Earliest {
     pub(crate) const NONE: Earliest = Earliest {
-        at: None,
+        at: 0,
         count: 0,
         total: 0,
         stale: false,
     };
 
+    /// The earliest deadline, if any is counted.
+    #[inline(always)]
+    fn at(&self) -> Option<Tick> {
+        (self.total != 0).then_some(Tick(self.at))
+    }
+
     /// A deadline was added.
     #[cfg_attr(not(target_os = "none"), inline(always))]
     pub(super) fn add(&mut self, at: Option<Tick>) {
-        let Some(at) = at else { return };
-        self.total = self.total.saturating_add(1);
-        match self.at {
-            Some(current) if at > current => {}
-            Some(current) if at == current => self.count = self.count.saturating_add(1),
-            _ => {
-                self.at = Some(at);
-                self.count = 1;
-            }
+        let Some(Tick(at)) = at else { return };
+        self.add_many_at(at, 1, 1);
+    }
+
+    /// `n` deadlines at `at` were added (clients told at once share their deadline).
+    #[inline(always)]
+    pub(super) fn add_n(&mut self, at: Option<Tick>, n: u16) {
+        if let (Some(Tick(at)), 1..) = (at, n) {
+            self.add_many_at(at, n, n);
         }
+    }
+
+    /// `total` deadlines were added, `count` of them at `at`, the earliest of them.
+    #[inline(always)]
+    fn add_many_at(&mut self, at: u64, count: u16, total: u16) {
+        if self.total == 0 || at < self.at {
+            self.at = at;
+            self.count = count;
+        } else if at == self.at {
+            self.count = self.count.wrapping_add(count);
+        }
+        self.total = self.total.wrapping_add(total);
     }
 
     /// The same starts `ticks` later (nothing, beyond the clock's range).
     fn later(self, ticks: u64) -> Earliest {
-        match self.at.and_then(|at| due(at, ticks)) {
-            Some(at) => Earliest {
-                at: Some(at),
-                ..self
-            },
+        match self.at().and_then(|at| due(at, ticks)) {
+            Some(at) => Earliest { at: at.0, ..self },
             None => Earliest::NONE,
         }
     }
 
     /// `other.count` deadlines at `other.at` were added.
     fn add_many(&mut self, other: Earliest) {
-        let Some(at) = other.at else { return };
-        self.total = self.total.saturating_add(other.total);
-        match self.at {
-            Some(current) if at > current => {}
-            Some(current) if at == current => {
-                self.count = self.count.saturating_add(other.count);
-            }
-            _ => {
-                self.at = Some(at);
-                self.count = other.count;
-            }
+        if other.total != 0 {
+            self.add_many_at(other.at, other.count, other.total);
         }
     }
 
     /// A deadline went (it was met, or nobody waits on it any more).
     #[cfg_attr(not(target_os = "none"), inline(always))]
     pub(super) fn remove(&mut self, at: Option<Tick>) {
-        if at.is_none() {
-            return;
-        }
-        self.total = self.total.saturating_sub(1);
+        let Some(Tick(at)) = at else { return };
+        self.total = self.total.wrapping_sub(1);
         if at == self.at {
-            self.count = self.count.saturating_sub(1);
+            self.count = self.count.wrapping_sub(1);
             if self.total == 0 {
                 // Nothing left to wait on: no search.
-                self.at = None;
+                *self = Earliest {
+                    stale: self.stale,
+                    ..Earliest::NONE
+                };
             } else if self.count == 0 {
                 self.stale = true;
             }
@@ -190,7 +220,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
     /// the clock can reach. O(1): the value kept by the inputs.
     #[inline]
     pub(crate) fn next_deadline(&self) -> Option<Tick> {
-        self.earliest.at
+        self.earliest.at()
     }
 
     /// The phase's own deadline: a stop's, a power-down's or a reset's wait for hardware
@@ -223,19 +253,9 @@ impl<const C: usize, const P: usize> Device<C, P> {
 
     /// Whether the phase waits on hardware operations or detaches, so that a change to a
     /// client's operations, fence or state may move the phase's deadline.
+    #[inline]
     pub(super) fn phase_waits(&self) -> bool {
-        matches!(
-            self.phase,
-            Phase::Quiescing {
-                draining: Some(_),
-                ..
-            } | Phase::Stopping { .. }
-                | Phase::PoweringDown {
-                    commanded: false,
-                    ..
-                }
-                | Phase::Removing { .. }
-        )
+        self.phase.waits()
     }
 
     /// The deadlines slot `index` contributes now.
@@ -312,7 +332,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
     /// kept earliest deadline.
     pub(crate) fn on_timeout<const Q: usize>(&mut self, cx: &mut Ctx<'_, Q>) {
         let now = cx.now;
-        if !reached(now, self.earliest.at) {
+        if !reached(now, self.earliest.at()) {
             return; // I13: nothing is due before its deadline
         }
         self.earliest.invalidate();

@@ -23,7 +23,10 @@ mod removal;
 mod reset;
 
 use clients::ClientVeto;
-use deadlines::{callback_deadline, due, slot_deadlines, voter_deadline, Earliest};
+use deadlines::{
+    ack_timeout, callback_deadline, callback_due, due, slot_deadlines, voter_deadline, voter_due,
+    Earliest,
+};
 pub use phase::{AfterReset, HwOp, Phase, Port, Prior, QueryPending, Resources, Teardown};
 
 /// What a handler needs from the driver around it.
@@ -129,6 +132,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
     /// one copy, its code size being the measure there (`compare/firmware`).
     #[cfg_attr(not(target_os = "none"), inline)]
     fn set_phase<const Q: usize>(&mut self, cx: &mut Ctx<'_, Q>, phase: Phase) {
+        #[cfg(any(feature = "defmt", feature = "log"))]
         if phase.kind() != self.phase.kind() {
             debug!(
                 "device {} {} -> {}",
@@ -137,18 +141,20 @@ impl<const C: usize, const P: usize> Device<C, P> {
                 phase.kind()
             );
         }
-        // The phase's own deadline (an operations' wait, removal's detach) may change.
-        let waited = self.phase_waits();
-        let was = self.phase.kind();
-        self.phase = phase;
-        if waited || self.phase_waits() {
+        // The phase's own deadline (an operations' wait, removal's detach) may change
+        // (the new phase's part is known where the handler names it).
+        if phase.waits() || self.phase.waits() {
             self.earliest.invalidate();
         }
-        // I15: leaving running closes every gate before any drain; entering it opens them
-        // at the input's end (nothing to follow without the fast path).
-        if self.fast_path {
-            self.gate_follows_phase(cx, was);
+        if !self.fast_path {
+            self.phase = phase;
+            return;
         }
+        // I15: leaving running closes every gate before any drain; entering it opens them
+        // at the input's end.
+        let was = self.phase.kind();
+        self.phase = phase;
+        self.gate_follows_phase(cx, was);
     }
 
     /// The device failed for `cause`: say so to the owner (Windows reports

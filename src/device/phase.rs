@@ -264,6 +264,26 @@ impl Phase {
         }
     }
 
+    /// Whether this phase has a deadline of its own that clients' operations, fences or
+    /// states move: a stop's, power-down's or draining reset's wait for operations, or
+    /// removal's detach (see `deadlines`). A const fn: for a phase a handler names, known
+    /// when the code is compiled.
+    #[inline]
+    pub(crate) const fn waits(&self) -> bool {
+        matches!(
+            self,
+            Phase::Quiescing {
+                draining: Some(_),
+                ..
+            } | Phase::Stopping { .. }
+                | Phase::PoweringDown {
+                    commanded: false,
+                    ..
+                }
+                | Phase::Removing { .. }
+        )
+    }
+
     /// The state without its data: the row of the per-state table.
     pub const fn kind(&self) -> PhaseKind {
         match self {

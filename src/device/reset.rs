@@ -162,19 +162,36 @@ impl<const C: usize, const P: usize> Device<C, P> {
         }
         // One pass: every active client votes and is told `RESET` (as `set_roles` then
         // `notify_active` would: telling a client reads no role).
+        // A voter that can take its RESET now is told in place (`tell_now`); its callback's
+        // and its answer's deadlines, the same for every such voter of its kind, are added
+        // once at the end.
         let mut voters = 0usize;
+        let mut told = [0u16; 2]; // trusted, untrusted
         for index in self.registry.occupied() {
             let Some(slot) = self.registry.slots.get_mut(index) else {
                 continue;
             };
-            if let ClientState::Active { role, .. } = &mut slot.state {
-                *role = Role::Voting;
-                // Its answer deadline begins when this cycle's RESET is delivered.
-                slot.reset_delivered = None;
-                voters += 1;
-                self.notify(cx, index, Event::Reset);
+            let ClientState::Active { role, .. } = &mut slot.state else {
+                continue;
+            };
+            *role = Role::Voting;
+            // Its answer deadline begins when this cycle's RESET is delivered.
+            slot.reset_delivered = None;
+            voters += 1;
+            match self.tell_now(cx, index, Event::Reset) {
+                Some(ClientKind::Trusted) => told[0] += 1,
+                Some(ClientKind::Untrusted) => told[1] += 1,
+                None => self.notify(cx, index, Event::Reset),
             }
         }
+        let [trusted, untrusted] = told;
+        let now = cx.now;
+        self.earliest
+            .add_n(callback_due(cx.config, now), trusted + untrusted);
+        let trusted_due = due(now, ack_timeout(cx.config, ClientKind::Trusted));
+        self.earliest.add_n(trusted_due, trusted);
+        let untrusted_due = due(now, ack_timeout(cx.config, ClientKind::Untrusted));
+        self.earliest.add_n(untrusted_due, untrusted);
         self.set_phase(
             cx,
             Phase::Quiescing {
@@ -264,15 +281,14 @@ impl<const C: usize, const P: usize> Device<C, P> {
         client: ClientHandle,
         needs_reset: bool,
     ) -> Result<(), Error> {
-        let index = self.registry.active(client)?;
-        let slot = self.registry.slot_mut(index).ok_or(Error::UnknownClient)?;
+        let (_, slot) = self.registry.active_mut(client)?;
         if !slot.is_voting() {
             return Err(Error::NotVoting);
         }
         if slot.mailbox.holds_reset() {
             return Err(Error::ResetNotDelivered);
         }
-        self.earliest.remove(voter_deadline(cx.config, slot));
+        self.earliest.remove(voter_due(cx.config, slot));
         if let ClientState::Active { role, .. } = &mut slot.state {
             *role = Role::Acked;
         }
