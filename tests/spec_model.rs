@@ -1,0 +1,86 @@
+//! The spec model (`testkit/src/spec/`, an independent second reading of DESIGN.md as
+//! facts) agrees with the core: random walks from the testkit's generator, restricted to
+//! the inputs the spec model covers (`spec::covers`), with the oracle on and the spec model
+//! compared after every step.
+
+use arbitrary::Unstructured;
+use pnp_lifecycle_testkit::gen::{small_config, Generator};
+use pnp_lifecycle_testkit::rng::SplitMix;
+use pnp_lifecycle_testkit::spec::covers;
+use pnp_lifecycle_testkit::{Fuzz, Small, Sut, World};
+
+/// One walk from `bytes` on machine `S`: the number of covered steps taken, or the first
+/// divergence with the walk that led to it.
+fn walk<S: Sut>(bytes: &[u8]) -> Result<usize, String> {
+    let mut u = Unstructured::new(bytes);
+    let config = small_config(&mut u).map_err(|e| e.to_string())?;
+    let mut world: World<S> = World::new(config, false).with_spec();
+    let mut generator = Generator::new();
+    let mut trace: Vec<String> = Vec::new();
+    while !u.is_empty() {
+        let Ok((now, input)) = generator.next(&mut u, &world) else {
+            break;
+        };
+        if !covers(&input) {
+            continue;
+        }
+        match world.step(now, input) {
+            Ok(step) if step.result.is_ok() => {
+                let phases: Vec<_> = (0..S::DEVICES)
+                    .map(|d| world.sut.phase_detail(pnp_lifecycle::DeviceId(d as u8)))
+                    .collect();
+                trace.push(format!(
+                    "  {now:?} {input:?}\n     -> {:?} {:?}\n     {phases:?}",
+                    step.result, step.outputs
+                ))
+            }
+            Ok(_) => trace.push(format!("  {now:?} {input:?} -> refused")),
+            Err(v) => {
+                let accepted: Vec<&String> =
+                    trace.iter().filter(|t| !t.ends_with("refused")).collect();
+                let tail: Vec<&String> = accepted.iter().rev().take(25).rev().copied().collect();
+                let joined: Vec<String> = tail.iter().map(|s| s.to_string()).collect();
+                return Err(format!(
+                    "config {config:?}\nstep {} at {now:?}: {v}\nlast accepted steps:\n{}",
+                    trace.len(),
+                    joined.join("\n")
+                ));
+            }
+        }
+        if world.oracle.unload_finished {
+            break;
+        }
+    }
+    Ok(trace.len())
+}
+
+fn walks<S: Sut>(seed: u64, cases: usize) -> usize {
+    let cases = std::env::var("SPEC_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(cases);
+    let mut rng = SplitMix(seed);
+    let mut steps = 0;
+    for case in 0..cases {
+        let bytes = rng.case(200, 2000);
+        match walk::<S>(&bytes) {
+            Ok(n) => steps += n,
+            Err(why) => panic!("case {case}: the spec model and the core disagree\n{why}"),
+        }
+    }
+    steps
+}
+
+#[test]
+fn spec_model_agrees_with_the_core_on_one_device_walks() {
+    let steps = walks::<Small>(0x5bec_0001, 2000);
+    println!("one device: {steps} covered steps");
+    assert!(steps > 150_000, "only {steps} steps compared");
+}
+
+#[test]
+fn spec_model_agrees_with_the_core_on_two_device_walks() {
+    let steps = walks::<Fuzz>(0x5bec_0002, 2000);
+    println!("two devices: {steps} covered steps");
+    assert!(steps > 150_000, "only {steps} steps compared");
+}
