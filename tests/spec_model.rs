@@ -1,17 +1,18 @@
 //! The spec model (`testkit/src/spec/`, an independent second reading of DESIGN.md as
 //! facts) agrees with the core: random walks from the testkit's generator, restricted to
 //! the inputs the spec model covers (`spec::covers`), with the oracle on and the spec model
-//! compared after every step.
+//! compared after every step; each walk ends with the owner's I9 drive (cooperative,
+//! uncooperative or hostile clients), compared too.
 
 use arbitrary::Unstructured;
 use pnp_lifecycle_testkit::gen::{small_config, Generator};
 use pnp_lifecycle_testkit::rng::SplitMix;
 use pnp_lifecycle_testkit::spec::covers;
-use pnp_lifecycle_testkit::{Fuzz, Small, Sut, World};
+use pnp_lifecycle_testkit::{drive_to_quiescence, Fuzz, Quiesce, Small, Sut, World};
 
 /// One walk from `bytes` on machine `S`: the number of covered steps taken, or the first
 /// divergence with the walk that led to it.
-fn walk<S: Sut>(bytes: &[u8]) -> Result<usize, String> {
+fn walk<S: Sut>(bytes: &[u8], end: Quiesce) -> Result<usize, String> {
     let mut u = Unstructured::new(bytes);
     let config = small_config(&mut u).map_err(|e| e.to_string())?;
     let mut world: World<S> = World::new(config, false).with_spec();
@@ -51,7 +52,10 @@ fn walk<S: Sut>(bytes: &[u8]) -> Result<usize, String> {
             break;
         }
     }
-    Ok(trace.len())
+    // Then the owner's duties to the end (I9), still compared step by step.
+    let more = drive_to_quiescence(&mut world, end)
+        .map_err(|v| format!("config {config:?}\nafter the walk, {end:?}: {v}"))?;
+    Ok(trace.len() + more)
 }
 
 fn walks<S: Sut>(seed: u64, cases: usize) -> usize {
@@ -63,7 +67,12 @@ fn walks<S: Sut>(seed: u64, cases: usize) -> usize {
     let mut steps = 0;
     for case in 0..cases {
         let bytes = rng.case(200, 2000);
-        match walk::<S>(&bytes) {
+        let end = [
+            Quiesce::Cooperative,
+            Quiesce::Uncooperative,
+            Quiesce::Hostile,
+        ][case % 3];
+        match walk::<S>(&bytes, end) {
             Ok(n) => steps += n,
             Err(why) => panic!("case {case}: the spec model and the core disagree\n{why}"),
         }

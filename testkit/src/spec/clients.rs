@@ -382,6 +382,9 @@ impl Spec {
             return Ok(Reply::Accepted);
         }
         self.dev_mut(d).ports[usize::from(port.0)] = Some((caps, state));
+        if self.dev(d).failed.is_some() {
+            return Ok(Reply::Accepted); // after `DeviceFatal` only `Removed`/`Revoked` (I4)
+        }
         for s in self.live(d) {
             if self.dev(d).clients[s].ports.contains(port) {
                 self.notify(now, d, s, Event::LinkChanged { port, state });
@@ -417,7 +420,8 @@ impl Spec {
     pub(super) fn access(&mut self, h: ClientHandle, epoch: Epoch, what: Access) -> Answer {
         let c = self.callable(h)?;
         let dev = self.dev(h.device);
-        if epoch != dev.epoch {
+        // Stale until the client re-acquires, whatever epoch it names.
+        if epoch != dev.epoch || c.interface != dev.epoch {
             return Err(Error::StaleEpoch { current: dev.epoch });
         }
         let slot = usize::from(h.slot);

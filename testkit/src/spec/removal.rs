@@ -88,6 +88,7 @@ impl Spec {
         let dev = self.dev_mut(d);
         let first = !dev.vanished;
         dev.vanished = true;
+        dev.drain_until = None; // nothing left to protect: the hardware is gone
         dev.query_pending = None;
         if let Some(token) = dev.stop_draining.take() {
             self.complete(d, token, Status::DeviceGone);
@@ -139,7 +140,8 @@ impl Spec {
         }
         let waiting = dev.clients.iter().any(|c| match c.standing {
             Standing::Free => false,
-            Standing::Revoked => c.fence_requested,
+            // Revoked: waits only for its fence, or its `Revoked` callback's return.
+            Standing::Revoked => c.fence_requested || c.callback_since.is_some(),
             _ => true,
         });
         if waiting {
