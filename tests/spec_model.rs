@@ -93,3 +93,39 @@ fn spec_model_agrees_with_the_core_on_two_device_walks() {
     println!("two devices: {steps} covered steps");
     assert!(steps > 150_000, "only {steps} steps compared");
 }
+
+/// The explorer's one-device graph from a fresh machine, every edge reached through
+/// covered inputs compared with the spec model (a branch that takes an uncovered input
+/// leaves the spec model behind), under either trusted-client policy, with the liveness
+/// drives from every state.
+#[test]
+fn spec_model_agrees_with_the_core_across_the_explorers_graph() {
+    use pnp_lifecycle::{Config, TrustedTimeoutPolicy};
+    use pnp_lifecycle_testkit::explore::{explore, Bounds};
+    for policy in [
+        TrustedTimeoutPolicy::Revoke,
+        TrustedTimeoutPolicy::FailDevice,
+    ] {
+        let config = Config {
+            untrusted_ack_timeout: 2,
+            trusted_ack_timeout: 4,
+            trusted_policy: policy,
+            detach_timeout: 3,
+            callback_timeout: 5,
+            operation_timeout: 3,
+        };
+        // The full bound but one level shallower (the full depth is `tests/explore.rs`'s).
+        let bounds = Bounds {
+            compare_model: false,
+            max_depth: 7,
+            ..Bounds::FULL
+        };
+        let world: World<Small> = World::new(config, false).with_spec();
+        let report = explore(world, bounds);
+        println!("explore with the spec model, {policy:?}: {report}");
+        if let Some((v, path)) = &report.violation {
+            panic!("{v}\npath: {path:#?}");
+        }
+        assert!(report.states > 50_000, "{report}");
+    }
+}

@@ -43,7 +43,8 @@ pub struct World<S: Sut> {
     /// The owner's clock: the latest `now` it passed.
     pub clock: Tick,
     /// The spec model (`crate::spec`), compared after every step like `model` when
-    /// present ([`World::with_spec`]). It covers only [`crate::spec::covers`]'s inputs.
+    /// present ([`World::with_spec`]). It covers only [`crate::spec::covers`]'s inputs:
+    /// the first other input drops it (a walk that means to compare keeps to them).
     pub spec: Option<Spec>,
     /// Whether the oracle's verdicts count (it always keeps its books, which the
     /// generator reads). Off, only the models judge: [`World::oracle_off`].
@@ -105,6 +106,11 @@ impl<S: Sut> World<S> {
     /// model. A `Violation` describes the first rule broken.
     pub fn step(&mut self, now: Tick, input: Input) -> Result<Step, Violation> {
         self.clock = self.clock.max(now);
+        if !crate::spec::covers(&input) {
+            // The spec model judges only the inputs it covers: a world (an explorer's
+            // branch) that takes another leaves it behind from here on.
+            self.spec = None;
+        }
         let before = self.sut.clone();
         let result = self.sut.handle(now, input);
         let mut outputs = Vec::new();
