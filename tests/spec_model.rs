@@ -40,7 +40,10 @@ fn walk<S: Sut>(bytes: &[u8], end: Quiesce) -> Result<usize, String> {
                 let accepted: Vec<&String> =
                     trace.iter().filter(|t| !t.ends_with("refused")).collect();
                 let tail: Vec<&String> = accepted.iter().rev().take(25).rev().copied().collect();
-                let joined: Vec<String> = tail.iter().map(|s| s.to_string()).collect();
+                let mut joined: Vec<String> = tail.iter().map(|s| s.to_string()).collect();
+                if std::env::var("SPEC_DUMP").is_ok() {
+                    joined.push(format!("spec model: {:#?}", world.spec));
+                }
                 return Err(format!(
                     "config {config:?}\nstep {} at {now:?}: {v}\nlast accepted steps:\n{}",
                     trace.len(),

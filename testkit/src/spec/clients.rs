@@ -428,6 +428,11 @@ impl Spec {
         if dev.answered.contains(&slot) || dev.joined.contains(&slot) {
             return Err(Error::ResetInProgress);
         }
+        if let Some(answer) = self.access_in_dx(h.device) {
+            return answer;
+        }
+        let dev = self.dev(h.device);
+        let c = self.cl(h);
         match what {
             Access::QueryCounters(port) => match dev.ports.get(usize::from(port.0)) {
                 Some(Some(_)) => Ok(Reply::AccessGranted),

@@ -19,9 +19,12 @@
 //!
 //! Covered ([`covers`]): PnP (add, ports, start, query/cancel/stop, query/cancel/remove,
 //! surprise removal), clients (register, unregister, callbacks, bind, links, hold, pause,
-//! interface, access), the reset cycle (requests, fatal errors, answers, recovery), removal
-//! and unload, every deadline, on any number of devices. Not covered: power states, the
-//! fast path, reset groups (their inputs are outside [`covers`]; a walk must keep to it).
+//! interface, access), the reset cycle (requests, fatal errors, answers, recovery, a
+//! voter's nack), removal and unload, every deadline, power (power-down and power-up,
+//! idle and system sleep, Dx under a pending query), on any number of devices. Not
+//! covered: the fast path and reset groups (their inputs are outside [`covers`]; a walk
+//! compared with the spec model keeps to it, and `World` drops the spec model at the first
+//! other input).
 //!
 //! Choices DESIGN leaves open, taken from the core's public docs or, where those are
 //! silent too, named here (a divergence would show which reading the core took):
@@ -31,6 +34,11 @@
 //! * a new client takes the lowest free slot; freeing a slot bumps its generation; a
 //!   device slot keeps its epoch and generations across removal and re-add;
 //! * a link change to the state a port already has tells nobody;
+//! * a power transition run for a pending query answers an input as that query's state
+//!   does (the core's documented "clients get that query's answers"), a stop then held
+//!   until the hardware reports; a fatal error there is deferred like the query defers it,
+//!   and without a query it is served after the power-up (`AfterPowerUp`); a stop of a
+//!   device in Dx releases its resources without touching registers;
 //! * the mailbox coalesces as the core's mailbox documents: `Removed`/`Revoked` replace
 //!   everything, a link change is one bit a port told with the state at delivery, device
 //!   news replaces older news, `RESET`/`RESET_END`/`Recovered` queue in order; ordered
@@ -38,6 +46,7 @@
 
 mod clients;
 mod pnp;
+mod power;
 mod removal;
 mod reset;
 mod time;
@@ -47,7 +56,7 @@ use pnp_lifecycle::table::{disposition, Disposition};
 use pnp_lifecycle::{
     BindingCaps, ClientHandle, ClientKind, ClientState, ClientView, Config, DeviceId, DriverPhase,
     Epoch, Error, FailureCause, Input, InputKind, LinkState, Output, PhaseKind, PhysPort, PortCaps,
-    PortSet, Reply, RequestToken, Role, Status, Tick, VetoReason,
+    PortSet, PowerDownKind, Reply, RequestToken, Role, Status, Tick, VetoReason,
 };
 use std::collections::BTreeSet;
 
@@ -55,13 +64,7 @@ use std::collections::BTreeSet;
 pub fn covers(input: &Input) -> bool {
     !matches!(
         input.kind(),
-        InputKind::PowerDown
-            | InputKind::PowerDownDone
-            | InputKind::PowerUp
-            | InputKind::PowerUpDone
-            | InputKind::FastPathClosed
-            | InputKind::JoinResetGroup
-            | InputKind::LeaveResetGroup
+        InputKind::FastPathClosed | InputKind::JoinResetGroup | InputKind::LeaveResetGroup
     )
 }
 
@@ -120,6 +123,8 @@ enum Busy {
     /// A start, with its request while it is still owed an answer.
     Start(Option<RequestToken>),
     Reset,
+    PowerDown,
+    PowerUp,
 }
 
 /// A pending PnP query.
@@ -178,6 +183,23 @@ struct Dev {
     fatal_deferred: bool,
     /// Operations being drained before a stop, a reset or a teardown: until when.
     drain_until: Option<Tick>,
+    /// In a low-power state (Dx), and why.
+    dx: Option<PowerDownKind>,
+    /// A power-down accepted (clients told `Suspending`), not yet reported done.
+    powering_down: Option<PowerDownKind>,
+    /// Power requests owed a completion when the power transition under way ends.
+    power_tokens: Vec<RequestToken>,
+    /// The power-up request owed a completion when the device is back.
+    up_token: Option<RequestToken>,
+    /// A power-up asked while the power-down was under way.
+    up_after_down: bool,
+    /// A system sleep asked during a reset cycle: begins when the cycle ends.
+    sleep_after_cycle: Option<RequestToken>,
+    /// A reset request in (or on the way to) Dx: served once the device is back.
+    reset_after_up: bool,
+    /// A stop asked during a power transition run for a pending query stop: served once
+    /// the hardware reports.
+    stop_held: Option<RequestToken>,
 }
 
 impl Dev {
@@ -207,6 +229,14 @@ impl Dev {
             follow_up: false,
             fatal_deferred: false,
             drain_until: None,
+            dx: None,
+            powering_down: None,
+            power_tokens: Vec::new(),
+            up_token: None,
+            up_after_down: false,
+            sleep_after_cycle: None,
+            reset_after_up: false,
+            stop_held: None,
         }
     }
 
@@ -219,6 +249,10 @@ impl Dev {
             K::Removing
         } else if self.vanished {
             K::SurpriseRemoved
+        } else if self.powering_down.is_some() {
+            K::PoweringDown
+        } else if self.hardware_busy == Some(Busy::PowerUp) {
+            K::PoweringUp
         } else if self.query_pending == Some(Query::Remove) {
             K::RemovePending
         } else if self.failed.is_some() {
@@ -235,6 +269,8 @@ impl Dev {
             K::Stopped
         } else if self.query_pending == Some(Query::Stop) {
             K::StopPending
+        } else if self.dx.is_some() {
+            K::LowPower
         } else if self.started {
             K::Running
         } else {
@@ -343,6 +379,28 @@ impl Spec {
             }
             Disposition::Handle | Disposition::Defer => {}
         }
+        // A power transition run for a pending query answers as that query's state (the
+        // device returns to it), but for the transition's own completion.
+        let dev = self.dev(d);
+        let own = matches!(
+            kind,
+            InputKind::PowerDownDone | InputKind::PowerUpDone | InputKind::CallbackDoneWith
+        );
+        if matches!(phase, PhaseKind::PoweringDown | PhaseKind::PoweringUp) && !own {
+            let query = match dev.query_pending {
+                Some(Query::Stop) => Some(PhaseKind::StopPending),
+                Some(Query::Remove) => Some(PhaseKind::RemovePending),
+                None => None,
+            };
+            if let Some(q) = query {
+                if disposition(q, kind) == Disposition::Refuse {
+                    return Err(Error::InvalidState {
+                        phase: q,
+                        input: kind,
+                    });
+                }
+            }
+        }
         let answer = self.rule(now, d, input)?;
         self.settle(now, d);
         Ok(answer)
@@ -352,6 +410,7 @@ impl Spec {
     /// answered, a stop or teardown whose operations drained, a removal owed.
     fn settle(&mut self, now: Tick, d: DeviceId) {
         self.settle_cycle(now, d);
+        self.settle_power(now, d);
         self.settle_stop(now, d);
         let dev = self.dev(d);
         let busy = dev.hardware_busy.is_some() || dev.stop_draining.is_some();
@@ -400,6 +459,10 @@ impl Spec {
                 what,
             } => self.access(client, epoch, what),
             Input::AccessDone { client } => self.access_done(client),
+            Input::PowerDown { kind, token, .. } => self.power_down(now, d, kind, token),
+            Input::PowerDownDone { .. } => self.power_down_done(now, d),
+            Input::PowerUp { token, .. } => self.power_up(d, token),
+            Input::PowerUpDone { result, .. } => self.power_up_done(now, d, result),
             _ => Err(Error::InvalidState {
                 phase: self.dev(d).phase(),
                 input: input.kind(),

@@ -110,6 +110,9 @@ impl Spec {
     }
 
     pub(super) fn query_stop(&mut self, d: DeviceId, token: RequestToken) -> Answer {
+        if self.dev(d).reset_after_up {
+            return Err(Error::Vetoed(VetoReason::ResetInProgress)); // a cycle is owed
+        }
         if self
             .live(d)
             .iter()
@@ -123,20 +126,50 @@ impl Spec {
     }
 
     pub(super) fn cancel_stop(&mut self, now: Tick, d: DeviceId, token: RequestToken) -> Answer {
-        self.dev_mut(d).query_pending = None;
+        // A stop already accepted (held for the power transition) is past cancelling.
+        if self.dev(d).query_pending == Some(Query::Stop) && self.dev(d).stop_held.is_none() {
+            self.dev_mut(d).query_pending = None;
+        }
         self.complete(d, token, Status::Success);
         self.serve_deferred_fatal(now, d);
         Ok(Reply::Accepted)
     }
 
     pub(super) fn stop(&mut self, now: Tick, d: DeviceId, token: RequestToken) -> Answer {
+        let dev = self.dev(d);
+        let in_transition = dev.powering_down.is_some() || dev.hardware_busy == Some(Busy::PowerUp);
+        if in_transition {
+            // A power transition answers as the state it returns to: the pending query's
+            // (the stop is held until the hardware reports), else low power or running.
+            if dev.query_pending == Some(Query::Stop) {
+                if dev.stop_held.is_some() {
+                    return Err(Error::RequestPending);
+                }
+                self.dev_mut(d).stop_held = Some(token);
+                return Ok(Reply::Accepted);
+            }
+            let phase = if dev.powering_down.is_some() {
+                pnp_lifecycle::PhaseKind::LowPower
+            } else {
+                pnp_lifecycle::PhaseKind::Running
+            };
+            return Err(Error::InvalidState {
+                phase,
+                input: pnp_lifecycle::InputKind::Stop,
+            });
+        }
+        self.stop_now(now, d, token);
+        Ok(Reply::Accepted)
+    }
+
+    /// The stop itself: clients told, operations drained, then the hardware released.
+    pub(super) fn stop_now(&mut self, now: Tick, d: DeviceId, token: RequestToken) {
         let dev = self.dev_mut(d);
         dev.query_pending = None;
         dev.stop_draining = Some(token);
         for s in self.live(d) {
             self.notify(now, d, s, Event::DeviceStopped);
         }
-        Ok(Reply::Accepted)
     }
 
     /// A stop whose operations drained shuts the hardware down and releases it.
@@ -153,10 +186,14 @@ impl Spec {
         dev.started = false;
         dev.claim = Claim::Nothing;
         dev.drain_until = None;
-        self.hardware(d, HardwareCommand::Shutdown);
+        // In Dx the hardware is not touched: its resources are released only.
+        if dev.dx.take().is_none() {
+            self.hardware(d, HardwareCommand::Shutdown);
+        }
         self.hardware(d, HardwareCommand::ReleaseResources);
         self.complete(d, token, Status::Success);
-        if std::mem::take(&mut self.dev_mut(d).fatal_deferred) {
+        let owed = std::mem::take(&mut self.dev_mut(d).reset_after_up);
+        if std::mem::take(&mut self.dev_mut(d).fatal_deferred) || owed {
             self.finished(d, CycleOutcome::FoldedIntoStop);
         }
     }
@@ -164,6 +201,7 @@ impl Spec {
     /// Whether no hardware operation is in flight; if some are, the drain's deadline runs.
     pub(super) fn drained(&mut self, now: Tick, d: DeviceId) -> bool {
         let busy = self.dev(d).clients.iter().any(|c| c.ops > 0);
+        let _ = &busy;
         // Operations of a client being fenced wait for the owner's fence, no deadline.
         let unfenced = self
             .dev(d)
@@ -181,6 +219,9 @@ impl Spec {
     }
 
     pub(super) fn query_remove(&mut self, d: DeviceId, token: RequestToken) -> Answer {
+        if self.dev(d).reset_after_up {
+            return Err(Error::Vetoed(VetoReason::ResetInProgress)); // a cycle is owed
+        }
         let holds = self
             .dev(d)
             .clients
@@ -195,7 +236,9 @@ impl Spec {
     }
 
     pub(super) fn cancel_remove(&mut self, now: Tick, d: DeviceId, token: RequestToken) -> Answer {
-        self.dev_mut(d).query_pending = None;
+        if self.dev(d).query_pending == Some(Query::Remove) {
+            self.dev_mut(d).query_pending = None;
+        }
         self.complete(d, token, Status::Success);
         self.serve_deferred_fatal(now, d);
         Ok(Reply::Accepted)

@@ -46,7 +46,11 @@ impl Spec {
         dev.removal_begun = true;
         dev.removal_owed = false;
         dev.query_pending = None;
-        if dev.quiescing || std::mem::take(&mut dev.fatal_deferred) {
+        dev.drain_until = None; // the removal's own deadline (detach) bounds its drain
+        self.power_requests_gone(d);
+        let dev = self.dev_mut(d);
+        let waiting = std::mem::take(&mut dev.reset_after_up);
+        if dev.quiescing || std::mem::take(&mut dev.fatal_deferred) || waiting {
             self.abort_cycle(d, CycleOutcome::AbortedByRemove);
         }
         self.tell_removed(now, d, false);
@@ -58,6 +62,20 @@ impl Spec {
             if waits && c.detach_by.is_none() && !c.fence_requested {
                 c.detach_by = Some(by);
             }
+        }
+    }
+
+    /// Power requests under way end with the device: `DeviceGone`.
+    fn power_requests_gone(&mut self, d: DeviceId) {
+        let dev = self.dev_mut(d);
+        dev.powering_down = None;
+        dev.up_after_down = false;
+        let mut tokens = std::mem::take(&mut dev.power_tokens);
+        tokens.extend(dev.sleep_after_cycle.take());
+        tokens.extend(dev.up_token.take());
+        tokens.extend(dev.stop_held.take());
+        for token in tokens {
+            self.complete(d, token, Status::DeviceGone);
         }
     }
 
@@ -89,6 +107,8 @@ impl Spec {
         let first = !dev.vanished;
         dev.vanished = true;
         dev.drain_until = None; // nothing left to protect: the hardware is gone
+        self.power_requests_gone(d);
+        let dev = self.dev_mut(d);
         dev.query_pending = None;
         if let Some(token) = dev.stop_draining.take() {
             self.complete(d, token, Status::DeviceGone);
@@ -101,7 +121,8 @@ impl Spec {
         }
         let dev = self.dev_mut(d);
         let follow_up = std::mem::take(&mut dev.follow_up);
-        if first && (dev.in_cycle() || dev.fatal_deferred) {
+        let waiting = std::mem::take(&mut dev.reset_after_up);
+        if first && (dev.in_cycle() || dev.fatal_deferred || waiting) {
             self.abort_cycle(d, CycleOutcome::AbortedBySurpriseRemoval);
         }
         if follow_up {
@@ -120,7 +141,8 @@ impl Spec {
             if !dev.present || dev.removal_begun {
                 continue;
             }
-            if (dev.hardware_busy.is_some() || dev.stop_draining.is_some()) && !dev.vanished {
+            let hardware = matches!(dev.hardware_busy, Some(Busy::Start(_) | Busy::Reset));
+            if (hardware || dev.stop_draining.is_some()) && !dev.vanished {
                 // A start, a reset or a stop under way: removal waits for it to end (a
                 // follow-up cycle is answered when the reset reports).
                 self.owe_removal(d, false);
@@ -152,7 +174,8 @@ impl Spec {
         }
         let dev = self.dev(d);
         let (claim, vanished) = (dev.claim, dev.vanished);
-        if claim == Claim::Live && !vanished {
+        let dev = dev.clone();
+        if claim == Claim::Live && !vanished && dev.dx.is_none() {
             self.hardware(d, HardwareCommand::Shutdown);
         }
         if claim != Claim::Nothing {

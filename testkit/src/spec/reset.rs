@@ -92,6 +92,9 @@ impl Spec {
     }
 
     fn request_cycle(&mut self, now: Tick, d: DeviceId) -> ResetAnswer {
+        if let Some(answer) = self.reset_in_dx(d) {
+            return answer;
+        }
         let dev = self.dev(d);
         if dev.hardware_busy == Some(Busy::Reset) {
             self.dev_mut(d).follow_up = true;
@@ -110,11 +113,18 @@ impl Spec {
         let answer = match phase {
             // A removal waits for the hardware reset under way: it absorbs the error.
             K::Executing if self.dev(d).removal_owed => FatalAnswer::FoldedIntoRemoval,
-            K::Running | K::Quiescing | K::Executing => {
+            // A power transition run for a pending query defers it as that query does.
+            K::PoweringDown | K::PoweringUp if self.dev(d).query_pending.is_some() => {
+                self.dev_mut(d).fatal_deferred = true;
+                FatalAnswer::Deferred
+            }
+            K::Running | K::Quiescing | K::Executing | K::PoweringDown | K::PoweringUp => {
                 FatalAnswer::Served(self.request_cycle(now, d))
             }
             K::StopPending | K::RemovePending | K::Stopping
-                if !self.dev(d).started || self.dev(d).failed.is_some() =>
+                if !self.dev(d).started
+                    || self.dev(d).failed.is_some()
+                    || self.dev(d).dx.is_some() =>
             {
                 FatalAnswer::HardwareNotLive(phase)
             }
@@ -129,9 +139,21 @@ impl Spec {
 
     /// A fatal error deferred by a query now cancelled: a cycle serves it.
     pub(super) fn serve_deferred_fatal(&mut self, now: Tick, d: DeviceId) {
+        if self.dev(d).query_pending.is_some() {
+            return; // still deferred by the query that remains
+        }
         if self.dev(d).fatal_deferred && self.dev(d).phase() == PhaseKind::Running {
             self.dev_mut(d).fatal_deferred = false;
             self.start_cycle(now, d);
+        } else if self.dev(d).fatal_deferred
+            && matches!(
+                self.dev(d).phase(),
+                PhaseKind::LowPower | PhaseKind::PoweringDown | PhaseKind::PoweringUp
+            )
+        {
+            // Back in Dx: served after the power-up like a reset request.
+            self.dev_mut(d).fatal_deferred = false;
+            self.reset_in_dx(d);
         }
     }
 
