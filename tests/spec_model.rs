@@ -8,7 +8,7 @@ use arbitrary::Unstructured;
 use pnp_lifecycle_testkit::gen::{small_config, Generator};
 use pnp_lifecycle_testkit::rng::SplitMix;
 use pnp_lifecycle_testkit::spec::covers;
-use pnp_lifecycle_testkit::{drive_to_quiescence, Fuzz, Quiesce, Small, Sut, World};
+use pnp_lifecycle_testkit::{drive_to_quiescence, FastSmall, Fuzz, Quiesce, Small, Sut, World};
 
 /// One walk from `bytes` on machine `S`: the number of covered steps taken, or the first
 /// divergence with the walk that led to it.
@@ -91,6 +91,13 @@ fn spec_model_agrees_with_the_core_on_one_device_walks() {
 }
 
 #[test]
+fn spec_model_agrees_with_the_core_on_fast_path_walks() {
+    let steps = walks::<FastSmall>(0x5bec_0003, 2000);
+    println!("fast path: {steps} covered steps");
+    assert!(steps > 150_000, "only {steps} steps compared");
+}
+
+#[test]
 fn spec_model_agrees_with_the_core_on_two_device_walks() {
     let steps = walks::<Fuzz>(0x5bec_0002, 2000);
     println!("two devices: {steps} covered steps");
@@ -126,6 +133,14 @@ fn spec_model_agrees_with_the_core_across_the_explorers_graph() {
         let world: World<Small> = World::new(config, false).with_spec();
         let report = explore(world, bounds);
         println!("explore with the spec model, {policy:?}: {report}");
+        if let Some((v, path)) = &report.violation {
+            panic!("{v}\npath: {path:#?}");
+        }
+        assert!(report.states > 50_000, "{report}");
+        // The same with the fast path on (gates opened and closed, closes answered).
+        let world: World<FastSmall> = World::new(config, false).with_spec();
+        let report = explore(world, bounds);
+        println!("explore with the spec model, fast path, {policy:?}: {report}");
         if let Some((v, path)) = &report.violation {
             panic!("{v}\npath: {path:#?}");
         }

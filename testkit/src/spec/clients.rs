@@ -154,9 +154,10 @@ impl Spec {
     }
 
     /// An unregistered client's slot is freed once nothing of its is in flight.
-    fn free_if_idle(&mut self, d: DeviceId, slot: usize) {
+    pub(super) fn free_if_idle(&mut self, d: DeviceId, slot: usize) {
         let c = &self.dev(d).clients[slot];
-        if c.callback_since.is_none() && c.ops == 0 && !c.fence_requested {
+        let shut = c.gate == super::fast::Gate::Shut;
+        if c.callback_since.is_none() && c.ops == 0 && !c.fence_requested && shut {
             self.free(d, slot);
         }
     }
@@ -179,7 +180,9 @@ impl Spec {
         }
         c.mailbox.clear();
         c.detach_by = None;
-        if c.callback_since.is_some() || c.ops > 0 {
+        // A gate still closing keeps its operations uncounted until the fence is done.
+        let gate_open = matches!(c.gate, super::fast::Gate::Closing(_));
+        if c.callback_since.is_some() || c.ops > 0 || gate_open {
             c.fence_requested = true;
             self.out.push(Output::Fence { client: h });
         } else if was == Standing::Told {
@@ -235,7 +238,10 @@ impl Spec {
         if h.generation != c.generation || c.standing == Standing::Free {
             return Err(Error::UnknownClient);
         }
-        let busy = c.callback_since.is_some() || c.fence_requested || c.ops > 0;
+        let busy = c.callback_since.is_some()
+            || c.fence_requested
+            || c.ops > 0
+            || c.gate != super::fast::Gate::Shut;
         let dev = self.dev_mut(d);
         if dev.told_reset.remove(&slot) {
             dev.reset_needed = true; // a voter left without saying it can recover
@@ -245,7 +251,7 @@ impl Spec {
         dev.reset_delivered[slot] = None;
         let c = &mut dev.clients[slot];
         c.mailbox.clear();
-        if c.ops == 0 {
+        if c.ops == 0 && !matches!(c.gate, super::fast::Gate::Closing(_)) {
             c.detach_by = None; // detached: only its callback's own deadline runs
         }
         if busy {
@@ -326,6 +332,7 @@ impl Spec {
         c.fence_requested = false;
         c.callback_since = None;
         c.ops = 0;
+        c.gate = super::fast::Gate::Shut;
         if c.standing == Standing::Unregistered {
             self.free(d, slot);
         }
@@ -458,7 +465,8 @@ impl Spec {
         }
         self.cl_mut(h).ops -= 1;
         if self.cl(h).standing == Standing::Unregistered {
-            if self.cl(h).ops == 0 {
+            let closing = matches!(self.cl(h).gate, super::fast::Gate::Closing(_));
+            if self.cl(h).ops == 0 && !closing {
                 self.cl_mut(h).detach_by = None; // detached, nothing left to drain
             }
             self.free_if_idle(h.device, usize::from(h.slot));

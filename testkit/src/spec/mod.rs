@@ -21,10 +21,12 @@
 //! surprise removal), clients (register, unregister, callbacks, bind, links, hold, pause,
 //! interface, access), the reset cycle (requests, fatal errors, answers, recovery, a
 //! voter's nack), removal and unload, every deadline, power (power-down and power-up,
-//! idle and system sleep, Dx under a pending query), on any number of devices. Not
-//! covered: the fast path and reset groups (their inputs are outside [`covers`]; a walk
-//! compared with the spec model keeps to it, and `World` drops the spec model at the first
-//! other input).
+//! idle and system sleep, Dx under a pending query), the fast path's gates (opened while
+//! the device runs and the client may touch the hardware, closed before any count is
+//! needed, the close's answer counted and deadlined), on any number of devices. Not
+//! covered: reset groups (`JoinResetGroup`/`LeaveResetGroup` are outside [`covers`]; a
+//! walk compared with the spec model keeps to it, and `World` drops the spec model at the
+//! first other input).
 //!
 //! Choices DESIGN leaves open, taken from the core's public docs or, where those are
 //! silent too, named here (a divergence would show which reading the core took):
@@ -34,6 +36,11 @@
 //! * a new client takes the lowest free slot; freeing a slot bumps its generation; a
 //!   device slot keeps its epoch and generations across removal and re-add;
 //! * a link change to the state a port already has tells nobody;
+//! * a gate may be open exactly while the device's state is running (D0, no cycle, no
+//!   query, stop or removal) and the client is live, unfenced and at the current epoch;
+//!   closes are asked within the input that ends that, opens at the end of an input; a
+//!   close's answer extends a drain under way (or the removal's one deadline) to at least
+//!   its `now` plus `operation_timeout`, even for a client being fenced;
 //! * a power transition run for a pending query answers an input as that query's state
 //!   does (the core's documented "clients get that query's answers"), a stop then held
 //!   until the hardware reports; a fatal error there is deferred like the query defers it,
@@ -45,6 +52,7 @@
 //!   events first, then links (lowest port first), then the last event.
 
 mod clients;
+mod fast;
 mod pnp;
 mod power;
 mod removal;
@@ -64,7 +72,7 @@ use std::collections::BTreeSet;
 pub fn covers(input: &Input) -> bool {
     !matches!(
         input.kind(),
-        InputKind::FastPathClosed | InputKind::JoinResetGroup | InputKind::LeaveResetGroup
+        InputKind::JoinResetGroup | InputKind::LeaveResetGroup
     )
 }
 
@@ -96,6 +104,8 @@ struct Cl {
     fence_requested: bool,
     /// Deadline to detach once removal began.
     detach_by: Option<Tick>,
+    /// Its fast-path gate.
+    gate: fast::Gate,
 }
 
 impl Cl {
@@ -113,6 +123,7 @@ impl Cl {
             mailbox: Mailbox::default(),
             fence_requested: false,
             detach_by: None,
+            gate: fast::Gate::Shut,
         }
     }
 }
@@ -328,6 +339,9 @@ impl Spec {
         match answer {
             Ok(_) => {
                 self.now = now;
+                for i in 0..self.devices.len() {
+                    self.open_gates(DeviceId(i as u8));
+                }
                 self.finish_unload_if_done();
                 let out = std::mem::take(&mut self.out);
                 (answer, out)
@@ -409,6 +423,7 @@ impl Spec {
     /// Apply every rule whose conditions the facts now meet: a cycle whose voters all
     /// answered, a stop or teardown whose operations drained, a removal owed.
     fn settle(&mut self, now: Tick, d: DeviceId) {
+        self.close_gates(now, d);
         self.settle_cycle(now, d);
         self.settle_power(now, d);
         self.settle_stop(now, d);
@@ -417,6 +432,7 @@ impl Spec {
         if dev.removal_owed && (!busy || dev.vanished) {
             self.begin_removal(now, d);
         }
+        self.close_gates(now, d);
         self.settle_removal(d);
     }
 
@@ -463,6 +479,9 @@ impl Spec {
             Input::PowerDownDone { .. } => self.power_down_done(now, d),
             Input::PowerUp { token, .. } => self.power_up(d, token),
             Input::PowerUpDone { result, .. } => self.power_up_done(now, d, result),
+            Input::FastPathClosed { client, in_flight } => {
+                self.fast_path_closed(now, client, in_flight)
+            }
             _ => Err(Error::InvalidState {
                 phase: self.dev(d).phase(),
                 input: input.kind(),

@@ -200,8 +200,7 @@ impl Spec {
 
     /// Whether no hardware operation is in flight; if some are, the drain's deadline runs.
     pub(super) fn drained(&mut self, now: Tick, d: DeviceId) -> bool {
-        let busy = self.dev(d).clients.iter().any(|c| c.ops > 0);
-        let _ = &busy;
+        let busy = self.dev(d).clients.iter().any(|c| c.ops > 0) || self.closing(d);
         // Operations of a client being fenced wait for the owner's fence, no deadline.
         let unfenced = self
             .dev(d)

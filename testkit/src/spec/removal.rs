@@ -57,8 +57,9 @@ impl Spec {
         // Clients told `Removed` by a surprise removal have their detach deadline from now.
         let by = now.after(self.config.detach_timeout);
         for c in self.dev_mut(d).clients.iter_mut() {
-            let waits =
-                c.standing == Standing::Told || (c.standing == Standing::Unregistered && c.ops > 0);
+            let closing = matches!(c.gate, super::fast::Gate::Closing(_));
+            let waits = c.standing == Standing::Told
+                || (c.standing == Standing::Unregistered && (c.ops > 0 || closing));
             if waits && c.detach_by.is_none() && !c.fence_requested {
                 c.detach_by = Some(by);
             }
@@ -164,6 +165,7 @@ impl Spec {
             Standing::Free => false,
             // Revoked: waits only for its fence, or its `Revoked` callback's return.
             Standing::Revoked => c.fence_requested || c.callback_since.is_some(),
+            _ if c.gate != super::fast::Gate::Shut => true,
             _ => true,
         });
         if waiting {

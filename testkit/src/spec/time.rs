@@ -32,6 +32,9 @@ impl Spec {
             if let Some(t) = c.detach_by {
                 all.push(t);
             }
+            if let super::fast::Gate::Closing(t) = c.gate {
+                all.push(t.after(self.config.operation_timeout));
+            }
         }
         all.extend(dev.drain_until);
         all.into_iter().min()
@@ -75,16 +78,20 @@ impl Spec {
                 && self.dev(d).reset_delivered[s]
                     .is_some_and(|t| t.after(self.ack_timeout(c.kind)) <= now);
             let drain_late = c.ops > 0 && self.dev(d).drain_until.is_some_and(|t| t <= now);
+            let close_late = matches!(c.gate, super::fast::Gate::Closing(t)
+                if t.after(self.config.operation_timeout) <= now);
             if callback_late {
                 late.push(s);
                 fail |= trusted && registered && escalates;
+            } else if close_late {
+                late.push(s); // a close overran: revoked and fenced, never escalated
             } else if vote_late {
                 if trusted && escalates {
                     fail = true;
                 } else {
                     late.push(s);
                 }
-            } else if detach_late || drain_late {
+            } else if detach_late || drain_late || close_late {
                 late.push(s);
             }
         }
