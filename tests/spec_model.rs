@@ -66,6 +66,11 @@ fn walks<S: Sut>(seed: u64, cases: usize) -> usize {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(cases);
+    // `SPEC_CASES` and `SPEC_SEED` widen a run by hand (CI keeps the defaults).
+    let seed = std::env::var("SPEC_SEED")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .map_or(seed, |s| seed ^ s);
     let mut rng = SplitMix(seed);
     let mut steps = 0;
     for case in 0..cases {

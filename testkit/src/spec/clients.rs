@@ -81,13 +81,16 @@ impl Mailbox {
         }
     }
 
-    fn take(&mut self, links: &[Option<(PortCaps, LinkState)>]) -> Option<Event> {
+    fn take(&mut self, links: &[Option<(PortCaps, LinkState)>], bound: PortSet) -> Option<Event> {
         if !self.ordered.is_empty() {
             return Some(self.ordered.remove(0));
         }
         while let Some(port) = self.links.iter().next() {
             self.links = PortSet(self.links.0 & !PortSet::single(port).0);
-            if let Some(Some((_, state))) = links.get(usize::from(port.0)) {
+            // Told the port's state now, if the client is still bound to it.
+            if let (true, Some(Some((_, state)))) =
+                (bound.contains(port), links.get(usize::from(port.0)))
+            {
                 return Some(Event::LinkChanged {
                     port,
                     state: *state,
@@ -279,7 +282,8 @@ impl Spec {
             return Ok(Reply::Accepted);
         }
         let ports = self.dev(d).ports.clone();
-        if let Some(next) = self.dev_mut(d).clients[slot].mailbox.take(&ports) {
+        let bound = self.dev(d).clients[slot].ports;
+        if let Some(next) = self.dev_mut(d).clients[slot].mailbox.take(&ports, bound) {
             self.notify(now, d, slot, next);
         }
         Ok(Reply::Accepted)

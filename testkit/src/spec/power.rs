@@ -220,7 +220,6 @@ impl Spec {
                 },
             );
         }
-        self.serve_held_stop(now, d);
         // A fatal error deferred by a pending query (or a reset owed) stays with the query.
         if self.dev(d).query_pending.is_some() && !lost {
             let dev = self.dev_mut(d);
@@ -237,6 +236,8 @@ impl Spec {
                 self.start_cycle(now, d);
             }
         }
+        // A stop held for this power-up is served now (it folds a fatal error it defers).
+        self.serve_held_stop(now, d);
         Ok(Reply::Accepted)
     }
 
