@@ -1,21 +1,24 @@
 //! A second, independent reference model: `DESIGN.md` (revision 3) read again as *facts*
 //! about a device and its clients, and each input answered by the rules of DESIGN that
 //! apply to those facts. No phase enum drives a decision: the device's [`PhaseKind`] is
-//! *derived* from the facts for comparison ([`Dev::phase`]), and the per-state `TABLE`
+//! *derived* from the facts for comparison (`Dev::phase`), and the per-state `TABLE`
 //! (part of the specification) decides only refusals, vetoes and ignored requests.
 //!
 //! Sources: `DESIGN.md`; the public rustdoc of the core's types (`Input`, `Output`,
 //! `Event`, `Error`, `Reply`, `CycleOutcome`, `Config`, `ClientState`, `Role`,
-//! `ClientView`) and of the mailbox's coalescing rules; `pnp_lifecycle::table::TABLE`. Not
-//! the core's handlers, and not `crate::model`.
+//! `ClientView`), the module doc of the core's mailbox (its coalescing rules), and
+//! `pnp_lifecycle::table` (`TABLE` and `TRANSITIONS`). Not the core's handlers, and not
+//! `crate::model`.
 //!
-//! The facts, per device (see [`Dev`]): whether the hardware is claimed or live, which
+//! The facts, per device (see `Dev`): whether the hardware is claimed or live, which
 //! hardware command is in flight (`hardware_busy`), which query is pending
 //! (`query_pending`), whether a stop is draining, whether removal has begun
-//! (`removal_begun`), the reset cycle as sets of clients (`told_reset` waiting to answer,
-//! `answered`, `can_recover`, `joined`) plus a follow-up flag and deferred fatal errors,
-//! drains as a deadline; per client (see [`Cl`]): its registration status, its interface
-//! epoch, callbacks and operations in flight, its mailbox, and its deadlines.
+//! (`removal_begun`, or `removal_owed` while a hardware command or stop ends), the reset
+//! cycle as sets of clients (`told_reset` waiting to answer, `answered`, `joined`) and
+//! whether the reset is needed (`reset_needed`), a follow-up flag and deferred fatal
+//! errors, power (`dx`, `powering_down`, the tokens owed), drains as a deadline; per
+//! client (see `Cl`): its registration standing, its interface epoch, callbacks and
+//! operations in flight, its mailbox, its gate, and its deadlines.
 //!
 //! Covered ([`covers`]): PnP (add, ports, start, query/cancel/stop, query/cancel/remove,
 //! surprise removal), clients (register, unregister, callbacks, bind, links, hold, pause,
@@ -46,6 +49,18 @@
 //!   until the hardware reports; a fatal error there is deferred like the query defers it,
 //!   and without a query it is served after the power-up (`AfterPowerUp`); a stop of a
 //!   device in Dx releases its resources without touching registers;
+//! * a cycle ends without a reset only if every voter said it can recover (one that left
+//!   or was revoked needs the reset); with no voter the reset runs at once;
+//! * removal has one deadline (`detach_timeout` from its start; a client told `Removed`
+//!   by a surprise removal gets it from the `Remove`); a client revoked after it was told
+//!   `Removed` is revoked silently, freed with the removal;
+//! * a remove waits for a reset under way (a follow-up cycle is answered
+//!   `AbortedByRemove` at once); unload waits for a start, a reset or a stop under way
+//!   (the follow-up answered when the reset reports); a fatal error meanwhile is
+//!   `FoldedIntoRemoval`, during the removal itself `HardwareNotLive(Removing)`;
+//! * a trusted client's missed deadline under `FailDevice` fails the device only from
+//!   running or quiescing (the only states `TRANSITIONS` lets a timeout fail);
+//! * a waiting link change is told only to a client still bound to the port;
 //! * the mailbox coalesces as the core's mailbox documents: `Removed`/`Revoked` replace
 //!   everything, a link change is one bit a port told with the state at delivery, device
 //!   news replaces older news, `RESET`/`RESET_END`/`Recovered` queue in order; ordered
