@@ -36,6 +36,7 @@ pub mod linux_port;
 pub mod model;
 pub mod observed;
 pub mod rng;
+pub mod spec;
 pub mod sut;
 
 /// The invariant oracle: the published crate `pnp-lifecycle-oracle`, re-exported.

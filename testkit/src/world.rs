@@ -5,6 +5,7 @@
 
 use crate::model::Model;
 use crate::oracle::{Check, Oracle, Violation};
+use crate::spec::Spec;
 use crate::sut::Sut;
 use pnp_lifecycle::{
     ClientHandle, Config, DeviceId, DriverPhase, Error, HardwareCommand, Input, Output, PhysPort,
@@ -41,6 +42,13 @@ pub struct World<S: Sut> {
     pub model: Option<Model>,
     /// The owner's clock: the latest `now` it passed.
     pub clock: Tick,
+    /// The spec model (`crate::spec`), compared after every step like `model` when
+    /// present ([`World::with_spec`]). It covers only [`crate::spec::covers`]'s inputs:
+    /// the first other input drops it (a walk that means to compare keeps to them).
+    pub spec: Option<Spec>,
+    /// Whether the oracle's verdicts count (it always keeps its books, which the
+    /// generator reads). Off, only the models judge: [`World::oracle_off`].
+    pub oracle_checks: bool,
 }
 
 impl<S: Sut> World<S> {
@@ -51,6 +59,8 @@ impl<S: Sut> World<S> {
             oracle: Oracle::new(S::DEVICES),
             model: with_model.then(|| model_for::<S>(config)),
             clock: Tick(0),
+            spec: None,
+            oracle_checks: true,
         }
     }
 
@@ -62,7 +72,28 @@ impl<S: Sut> World<S> {
             oracle: Oracle::new(S::DEVICES),
             model: with_model.then(|| model_for::<S>(config)),
             clock: Tick(0),
+            spec: None,
+            oracle_checks: true,
         }
+    }
+
+    /// This world with the spec model compared after every step (keeping the legacy
+    /// model, if any).
+    pub fn with_spec(mut self) -> Self {
+        let config = self.sut.config();
+        let spec = Spec::new(S::DEVICES, S::CLIENTS, S::PORTS, config);
+        self.spec = Some(if S::FAST_PATH {
+            spec.with_fast_path()
+        } else {
+            spec
+        });
+        self
+    }
+
+    /// This world with the oracle's verdicts ignored: only the models judge a step.
+    pub fn oracle_off(mut self) -> Self {
+        self.oracle_checks = false;
+        self
     }
 
     /// Apply one input at the owner's current clock.
@@ -75,6 +106,11 @@ impl<S: Sut> World<S> {
     /// model. A `Violation` describes the first rule broken.
     pub fn step(&mut self, now: Tick, input: Input) -> Result<Step, Violation> {
         self.clock = self.clock.max(now);
+        if !crate::spec::covers(&input) {
+            // The spec model judges only the inputs it covers: a world (an explorer's
+            // branch) that takes another leaves it behind from here on.
+            self.spec = None;
+        }
         let before = self.sut.clone();
         let result = self.sut.handle(now, input);
         let mut outputs = Vec::new();
@@ -87,32 +123,19 @@ impl<S: Sut> World<S> {
                 });
             }
         }
-        self.oracle
-            .check_step(now, &before, &input, &result, &outputs, &self.sut)?;
+        let verdict = self
+            .oracle
+            .check_step(now, &before, &input, &result, &outputs, &self.sut);
+        if self.oracle_checks {
+            verdict?;
+        }
         if let Some(model) = self.model.as_mut() {
             let (mres, mouts) = model.handle(now, input);
-            if mres != result {
-                return Err(Violation {
-                    check: Check::Model,
-                    detail: format!(
-                        "after {:?}: core answered {:?}, model {:?}",
-                        input, result, mres
-                    ),
-                });
-            }
-            if let Err(why) = compare_outputs(&outputs, &mouts) {
-                return Err(Violation {
-                    check: Check::Model,
-                    detail: format!(
-                        "after {:?}: {}\n core:  {:?}\n model: {:?}",
-                        input, why, outputs, mouts
-                    ),
-                });
-            }
-            compare_state(&self.sut, model).map_err(|why| Violation {
-                check: Check::Model,
-                detail: format!("after {:?}: {}", input, why),
-            })?;
+            judge(&self.sut, model, input, &result, &outputs, (mres, mouts))?;
+        }
+        if let Some(spec) = self.spec.as_mut() {
+            let (mres, mouts) = spec.handle(now, input);
+            judge(&self.sut, spec, input, &result, &outputs, (mres, mouts))?;
         }
         Ok(Step { result, outputs })
     }
@@ -153,6 +176,97 @@ impl<S: Sut> World<S> {
             .collect()
     }
 }
+
+/// Compare one step of the machine with a reference model's.
+fn judge<S: Sut, M: Reference>(
+    sut: &S,
+    model: &M,
+    input: Input,
+    result: &Result<Reply, Error>,
+    outputs: &[Output],
+    (mres, mouts): (Result<Reply, Error>, Vec<Output>),
+) -> Result<(), Violation> {
+    if mres != *result {
+        return Err(Violation {
+            check: Check::Model,
+            detail: format!(
+                "after {:?}: core answered {:?}, model {:?}",
+                input, result, mres
+            ),
+        });
+    }
+    if let Err(why) = compare_outputs(outputs, &mouts) {
+        return Err(Violation {
+            check: Check::Model,
+            detail: format!(
+                "after {:?}: {}\n core:  {:?}\n model: {:?}",
+                input, why, outputs, mouts
+            ),
+        });
+    }
+    compare_state(sut, model).map_err(|why| Violation {
+        check: Check::Model,
+        detail: format!("after {:?}: {}", input, why),
+    })?;
+    Ok(())
+}
+
+/// What `compare_state` reads of a reference model (the legacy [`Model`] or the [`Spec`]).
+pub trait Reference {
+    /// Where the driver stands with respect to unload.
+    fn driver_phase(&self) -> DriverPhase;
+    /// The last accepted input's `now`.
+    fn now(&self) -> Tick;
+    /// The next deadline.
+    fn poll_timeout(&self) -> Option<Tick>;
+    /// A device's state.
+    fn phase(&self, d: DeviceId) -> Option<pnp_lifecycle::PhaseKind>;
+    /// A device's epoch.
+    fn epoch(&self, d: DeviceId) -> Option<pnp_lifecycle::Epoch>;
+    /// A port's link state.
+    fn link(&self, d: DeviceId, p: PhysPort) -> Option<pnp_lifecycle::LinkState>;
+    /// A device's occupied client slots.
+    fn clients_into(&self, d: DeviceId, v: &mut Vec<(ClientHandle, pnp_lifecycle::ClientView)>);
+    /// A client's binding capabilities.
+    fn binding_caps(&self, h: ClientHandle) -> Result<pnp_lifecycle::BindingCaps, Error>;
+}
+
+macro_rules! reference {
+    ($t:ty) => {
+        impl Reference for $t {
+            fn driver_phase(&self) -> DriverPhase {
+                <$t>::driver_phase(self)
+            }
+            fn now(&self) -> Tick {
+                <$t>::now(self)
+            }
+            fn poll_timeout(&self) -> Option<Tick> {
+                <$t>::poll_timeout(self)
+            }
+            fn phase(&self, d: DeviceId) -> Option<pnp_lifecycle::PhaseKind> {
+                <$t>::phase(self, d)
+            }
+            fn epoch(&self, d: DeviceId) -> Option<pnp_lifecycle::Epoch> {
+                <$t>::epoch(self, d)
+            }
+            fn link(&self, d: DeviceId, p: PhysPort) -> Option<pnp_lifecycle::LinkState> {
+                <$t>::link(self, d, p)
+            }
+            fn clients_into(
+                &self,
+                d: DeviceId,
+                v: &mut Vec<(ClientHandle, pnp_lifecycle::ClientView)>,
+            ) {
+                <$t>::clients_into(self, d, v)
+            }
+            fn binding_caps(&self, h: ClientHandle) -> Result<pnp_lifecycle::BindingCaps, Error> {
+                <$t>::binding_caps(self, h)
+            }
+        }
+    };
+}
+reference!(Model);
+reference!(Spec);
 
 /// Compare the core's outputs of one step with the model's.
 ///
@@ -211,7 +325,7 @@ pub fn compare_outputs(core: &[Output], model: &[Output]) -> Result<(), String> 
 }
 
 /// Compare the observable state of the core with the model's.
-pub fn compare_state<S: Sut>(sut: &S, model: &Model) -> Result<(), String> {
+pub fn compare_state<S: Sut, M: Reference>(sut: &S, model: &M) -> Result<(), String> {
     if sut.driver_phase() != model.driver_phase() {
         return Err(format!(
             "driver phase core {:?}, model {:?}",

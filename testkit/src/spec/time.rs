@@ -1,0 +1,124 @@
+//! DESIGN "Nothing waits without a deadline" and "A deadline runs only while the client
+//! can act": every deadline is a fact (`callback_since`, `reset_delivered`, `drain_until`,
+//! `detach_by`), `poll_timeout` is their minimum, and a `Timeout` applies each one passed.
+
+use super::{Spec, Standing};
+use pnp_lifecycle::{
+    ClientKind, CycleOutcome, DeviceId, FailureCause, PhaseKind, Tick, TrustedTimeoutPolicy,
+};
+
+impl Spec {
+    fn ack_timeout(&self, kind: ClientKind) -> u64 {
+        match kind {
+            ClientKind::Trusted => self.config.trusted_ack_timeout,
+            ClientKind::Untrusted => self.config.untrusted_ack_timeout,
+        }
+    }
+
+    /// The earliest deadline of a device.
+    pub(super) fn next_deadline(&self, d: DeviceId) -> Option<Tick> {
+        let dev = self.dev(d);
+        let mut all: Vec<Tick> = Vec::new();
+        for (s, c) in dev.clients.iter().enumerate() {
+            if c.standing == Standing::Free || c.fence_requested {
+                continue;
+            }
+            if let Some(t) = c.callback_since {
+                all.push(t.after(self.config.callback_timeout));
+            }
+            if let (true, Some(t)) = (dev.told_reset.contains(&s), dev.reset_delivered[s]) {
+                all.push(t.after(self.ack_timeout(c.kind)));
+            }
+            if let Some(t) = c.detach_by {
+                all.push(t);
+            }
+            if let super::fast::Gate::Closing(t) = c.gate {
+                all.push(t.after(self.config.operation_timeout));
+            }
+        }
+        all.extend(dev.drain_until);
+        all.into_iter().min()
+    }
+
+    /// Apply every deadline passed at `now`, device by device.
+    pub(super) fn on_time(&mut self, now: Tick) {
+        for i in 0..self.devices.len() {
+            let d = DeviceId(i as u8);
+            if !self.dev(d).present {
+                continue;
+            }
+            self.expire(now, d);
+            self.settle(now, d);
+        }
+    }
+
+    /// Every deadline passed at `now`, judged on the facts as they were when the time
+    /// came: late clients are revoked (fenced if something of theirs is in flight), then,
+    /// if a trusted one was late under `FailDevice` while the device ran, it fails.
+    fn expire(&mut self, now: Tick, d: DeviceId) {
+        let fail_policy = self.config.trusted_policy == TrustedTimeoutPolicy::FailDevice;
+        // Only a running device (or one in a cycle's quiescing) escalates to failed: in
+        // every other state the table lists no timeout into `Failed`.
+        let phase = self.dev(d).phase();
+        let escalates = fail_policy && matches!(phase, PhaseKind::Running | PhaseKind::Quiescing);
+        let mut late = Vec::new();
+        let mut fail = false;
+        for s in 0..self.dev(d).clients.len() {
+            let c = &self.dev(d).clients[s];
+            if c.standing == Standing::Free || c.fence_requested {
+                continue;
+            }
+            let trusted = c.kind == ClientKind::Trusted;
+            let registered = c.standing == Standing::Live;
+            let callback_late = c
+                .callback_since
+                .is_some_and(|t| t.after(self.config.callback_timeout) <= now);
+            let detach_late = c.detach_by.is_some_and(|t| t <= now);
+            let vote_late = self.dev(d).told_reset.contains(&s)
+                && self.dev(d).reset_delivered[s]
+                    .is_some_and(|t| t.after(self.ack_timeout(c.kind)) <= now);
+            let drain_late = c.ops > 0 && self.dev(d).drain_until.is_some_and(|t| t <= now);
+            let close_late = matches!(c.gate, super::fast::Gate::Closing(t)
+                if t.after(self.config.operation_timeout) <= now);
+            if callback_late {
+                late.push(s);
+                fail |= trusted && registered && escalates;
+            } else if close_late {
+                late.push(s); // a close overran: revoked and fenced, never escalated
+            } else if vote_late {
+                if trusted && escalates {
+                    fail = true;
+                } else {
+                    late.push(s);
+                }
+            } else if detach_late || drain_late || close_late {
+                late.push(s);
+            }
+        }
+        for s in late {
+            self.revoke(now, d, s);
+        }
+        if fail {
+            self.fail_for_deadline(now, d);
+        }
+    }
+
+    /// A trusted client missed a deadline under `FailDevice`: the device fails, and a
+    /// cycle under way ends `ClientTimedOut`.
+    fn fail_for_deadline(&mut self, now: Tick, d: DeviceId) {
+        let in_cycle = self.dev(d).in_cycle();
+        if in_cycle {
+            let dev = self.dev_mut(d);
+            dev.quiescing = false;
+            dev.told_reset.clear();
+            dev.answered.clear();
+            dev.joined.clear();
+            dev.drain_until = None;
+            dev.reset_delivered.iter_mut().for_each(|t| *t = None);
+        }
+        self.fail(now, d, FailureCause::ClientMissedDeadline);
+        if in_cycle {
+            self.finished(d, CycleOutcome::ClientTimedOut);
+        }
+    }
+}
