@@ -16,7 +16,8 @@ value_type! {
         /// revoked, and fenced if something of its is still in flight.
         pub detach_timeout: u64,
         /// Ticks a callback may run before its client is revoked and fenced (for a trusted
-        /// client under [`TrustedTimeoutPolicy::FailDevice`], the device also fails).
+        /// client under [`TrustedTimeoutPolicy::FailDevice`], the device also fails if it
+        /// runs or a reset cycle quiesces).
         pub callback_timeout: u64,
         /// Ticks a stop, a hardware reset or a power-down waits for hardware operations in
         /// flight before it revokes and fences the clients that hold them (and a fast-path

@@ -170,8 +170,12 @@ value_type! {
     pub enum TrustedTimeoutPolicy {
         /// Revoke it like an untrusted client.
         Revoke,
-        /// Escalate: the device goes to failed (clients are told [`Event::DeviceFatal`]).
-        /// During removal there is nothing to escalate to, so the client is revoked.
+        /// Escalate while the device runs or a reset cycle quiesces: the device goes to
+        /// failed (clients are told [`Event::DeviceFatal`]; a cycle ends
+        /// [`CycleOutcome::ClientTimedOut`]). In any other state an OS request or the
+        /// hardware already decides the device's next state (a pending query, a start, a
+        /// stop, a reset executing, a power transition, removal), so the client is revoked
+        /// and fenced like an untrusted client.
         FailDevice,
     }
 }

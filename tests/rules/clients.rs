@@ -520,7 +520,8 @@ fn a_callback_past_its_deadline_revokes_and_fences_its_client() {
 }
 
 /// DESIGN "Clients": a trusted client whose callback overruns meets the configured
-/// policy; under `FailDevice` the device fails (and a running cycle ends timed out).
+/// policy; under `FailDevice` the device fails while it runs or a cycle quiesces (and the
+/// cycle ends timed out); in any other state the client is revoked and fenced.
 #[test]
 fn trusted_callback_overrun_under_fail_device_fails_the_device() {
     let config = Config {
@@ -595,6 +596,28 @@ fn trusted_callback_overrun_under_fail_device_fails_the_device() {
     });
     assert_eq!(o.fire_timeout(), vec![Output::Fence { client: user }]);
     assert_eq!(o.phase(DEV), PhaseKind::Running);
+    // Outside running and quiescing an OS request already decides the device's next
+    // state (here a pending query stop): the trusted overrun is revoked and fenced, and
+    // the device waits for the OS as before.
+    let mut o: O = Owner::new(config);
+    o.started(DEV, false);
+    let stuck = o.register(DEV, ClientKind::Trusted);
+    o.ok(Input::Bind {
+        client: stuck,
+        ports: PortSet::single(P0),
+    });
+    o.ok(Input::LinkChanged {
+        device: DEV,
+        port: P0,
+        state: LinkState::Active,
+    });
+    o.ok(Input::QueryStop {
+        device: DEV,
+        token: RequestToken(7),
+    });
+    assert_eq!(o.m.poll_timeout(), Some(due));
+    assert_eq!(o.fire_timeout(), vec![Output::Fence { client: stuck }]);
+    assert_eq!(o.phase(DEV), PhaseKind::StopPending);
 }
 
 /// DESIGN "Clients" and I9: remove and unload finish without a client whose callback
