@@ -92,3 +92,70 @@ fn poll_timeout_keeps_the_earlier_of_a_voter_deadline_and_a_new_callback_deadlin
     o.return_callbacks(DEV);
     assert_eq!(o.m.poll_timeout(), Some(trusted_due));
 }
+
+// ---- power (DESIGN "Power", I8) -------------------------------------------------------
+
+/// A fatal error deferred during a power-up asked while a query stop is pending stays
+/// held when the hardware reports powered: the device is back in stop pending, and the
+/// cancel stop that ends the query serves it with a reset cycle (I8).
+#[test]
+fn a_fatal_error_deferred_during_the_power_up_for_a_query_stop_is_served_on_cancel_stop() {
+    let mut o = owner();
+    o.started(DEV, false);
+    let c = o.register(DEV, ClientKind::Trusted);
+    o.return_callbacks(DEV);
+    let down = o.token();
+    o.ok(Input::PowerDown {
+        device: DEV,
+        kind: PowerDownKind::Idle,
+        token: down,
+    });
+    o.return_callbacks(DEV);
+    o.ok(Input::PowerDownDone { device: DEV });
+    let query = o.token();
+    o.ok(Input::QueryStop {
+        device: DEV,
+        token: query,
+    });
+    let up = o.token();
+    assert_eq!(
+        o.ok(Input::PowerUp {
+            device: DEV,
+            token: up
+        }),
+        vec![hw(HardwareCommand::PowerUp)]
+    );
+    assert_eq!(
+        o.step(Input::FatalError { device: DEV }).0,
+        Ok(Reply::Fatal(FatalAnswer::Deferred)),
+        "held by the pending query, as in stop pending"
+    );
+    assert_eq!(
+        o.ok(Input::PowerUpDone {
+            device: DEV,
+            result: PowerUpResult::Powered,
+        }),
+        vec![
+            complete(up, Status::Success),
+            notify(
+                c,
+                Event::Resumed {
+                    epoch: Epoch(0),
+                    state_lost: false
+                }
+            )
+        ]
+    );
+    assert_eq!(o.phase(DEV), PhaseKind::StopPending);
+    o.return_callbacks(DEV);
+    let cancel = o.token();
+    assert_eq!(
+        o.ok(Input::CancelStop {
+            device: DEV,
+            token: cancel,
+        }),
+        vec![complete(cancel, Status::Success), notify(c, Event::Reset)],
+        "the held fatal error is served by a cycle"
+    );
+    assert_eq!(o.phase(DEV), PhaseKind::Quiescing);
+}
