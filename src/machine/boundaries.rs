@@ -215,3 +215,48 @@ fn an_output_pushed_into_a_full_queue_is_counted_as_lost() {
     assert_eq!(m.lost_outputs(), 1);
     assert_eq!(m.pending_output_count(), queue_capacity(1, 2));
 }
+
+/// A lost-state power-up asked while a query stop is pending (the device returns to the
+/// query, `power_up_done_for_query`) at the last epoch fails the device instead of
+/// wrapping, as one from Dx does.
+#[test]
+fn a_lost_state_power_up_for_a_pending_query_at_the_last_epoch_fails_the_device() {
+    let (mut m, _) = running_with_one_client();
+    m.devices[0].epoch = Epoch(u32::MAX);
+    let down = Input::PowerDown {
+        device: HCA,
+        kind: crate::PowerDownKind::Idle,
+        token: RequestToken(2),
+    };
+    m.handle(Tick(0), down).unwrap();
+    drain(&mut m);
+    m.handle(Tick(0), Input::PowerDownDone { device: HCA })
+        .unwrap();
+    drain(&mut m);
+    let query = Input::QueryStop {
+        device: HCA,
+        token: RequestToken(3),
+    };
+    m.handle(Tick(0), query).unwrap();
+    drain(&mut m);
+    let up = Input::PowerUp {
+        device: HCA,
+        token: RequestToken(4),
+    };
+    m.handle(Tick(0), up).unwrap();
+    drain(&mut m);
+    assert_eq!(m.phase(HCA), Some(PhaseKind::PoweringUp));
+    let done = Input::PowerUpDone {
+        device: HCA,
+        result: crate::PowerUpResult::LostState,
+    };
+    m.handle(Tick(0), done).unwrap();
+    let seen = drain(&mut m);
+    assert_eq!(m.epoch(HCA), Some(Epoch(u32::MAX)));
+    assert_eq!(m.phase(HCA), Some(PhaseKind::Failed));
+    assert!(seen.contains(&Output::Complete {
+        device: HCA,
+        token: RequestToken(4),
+        status: Status::HardwareFailed
+    }));
+}
