@@ -757,3 +757,55 @@ fn every_path_to_absent_leaves_the_group_and_a_re_added_device_joins_it_again() 
         }
     }
 }
+
+/// I12 per group: a member whose trusted voter overran under `FailDevice` fails and leaves
+/// the cycle, but the group's reset still touches its hardware: the reset waits until the
+/// operation its fenced client had in flight has ended (found by the fuzz smoke).
+#[test]
+fn a_member_that_failed_mid_cycle_holds_the_groups_reset_until_its_fence_is_done() {
+    let config = Config {
+        trusted_policy: TrustedTimeoutPolicy::FailDevice,
+        ..Config::DEFAULT
+    };
+    let mut o = Three::new(config);
+    o.started(A, false);
+    o.started(B, false);
+    for device in [A, B] {
+        o.ok(Input::JoinResetGroup { device, group: G });
+    }
+    let a = o.register(A, ClientKind::Trusted);
+    let b = o.register(B, ClientKind::Trusted);
+    let granted = o.step(Input::Access {
+        client: a,
+        epoch: Epoch(0),
+        what: Access::HardwareOp,
+    });
+    assert_eq!(granted.0, Ok(Reply::AccessGranted));
+    assert_eq!(
+        o.ok(Input::ResetRequest { client: b }),
+        vec![notify(b, Event::Reset), notify(a, Event::Reset)]
+    );
+    o.ok(Input::CallbackDone { client: b });
+    assert_eq!(o.ok(Input::ResetExecute { client: b }), vec![]);
+    // A's voter never returns its RESET: A fails and its client is fenced; no reset yet.
+    let out = o.fire_timeout();
+    assert_eq!(
+        out,
+        vec![
+            Output::Fence { client: a },
+            cycle(A, CycleOutcome::ClientTimedOut),
+            Output::DeviceFailed {
+                device: A,
+                cause: FailureCause::ClientMissedDeadline
+            },
+        ]
+    );
+    assert_eq!(o.phase(A), PhaseKind::Failed);
+    assert_eq!(o.phase(B), PhaseKind::Quiescing);
+    // The fence is done: the operation has ended, the one reset goes through B.
+    assert_eq!(
+        o.ok(Input::FenceDone { client: a }),
+        vec![at(B, HardwareCommand::Reset)]
+    );
+    assert_eq!(o.phase(B), PhaseKind::Executing);
+}

@@ -243,6 +243,18 @@ impl<const C: usize, const P: usize> Device<C, P> {
             && (matches!(self.phase, Phase::Quiescing { .. }) || self.wants_power_up_reset())
     }
 
+    /// I12 per group: a member out of the cycle whose hardware the group's reset still
+    /// touches (it failed mid-cycle: still there, not removed) has hardware operations in
+    /// flight, fenced or not: the group's reset waits for them to end (or its deadline).
+    pub(crate) fn holds_group_reset(&self) -> bool {
+        !self.group.taking_part()
+            && !matches!(
+                self.phase,
+                Phase::Absent | Phase::SurpriseRemoved { .. } | Phase::Removing { .. }
+            )
+            && self.registry.ops_in_flight()
+    }
+
     /// Quiesced and waiting for the group's decision: `Some(reset_needed)`.
     pub(crate) fn group_ready(&self) -> Option<bool> {
         match self.phase {

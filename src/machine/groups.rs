@@ -226,6 +226,11 @@ impl<const C: usize, const P: usize, const Q: usize> GroupStep<'_, C, P, Q> {
             .find(|d| d.group_ready().filter(|&needed| needed))
             .is_some()
         {
+            // I12 per group: a member that left the cycle (it failed) but shares the
+            // hardware ends its operations, fenced or not, before the reset.
+            if self.find(|d| d.holds_group_reset().then_some(())).is_some() {
+                return;
+            }
             // I3 per group: every member's voters answered, left or were revoked. The one
             // reset goes through the first member taking part (none vanished).
             let carrier = self.find(|d| d.group_ready().map(|_| ()));

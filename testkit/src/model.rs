@@ -1066,6 +1066,22 @@ impl Model {
             return;
         }
         if self.first(g, |d| d.group_ready().filter(|n| *n)).is_some() {
+            // A member that left (it failed) still shares the hardware: the reset waits
+            // until its operations, fenced or not, have ended.
+            let still_there = |d: &Dev| {
+                !matches!(
+                    d.st,
+                    St::Absent | St::Surprised { .. } | St::Removing { .. }
+                )
+            };
+            if self
+                .first(g, |d| {
+                    (!d.part.on && still_there(d) && d.cls.iter().any(Cl::owes_ops)).then_some(())
+                })
+                .is_some()
+            {
+                return;
+            }
             let carrier = self.first(g, Dev::group_ready).map(|(id, _)| id);
             self.groups[gi] = Some(GroupRun {
                 commanded: true,
