@@ -208,9 +208,37 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Lifecycle<D
     // trip through memory had cost a fifth of a client input.
     #[inline(always)]
     fn handle_inner(&mut self, now: Tick, input: Input) -> Result<Reply, Error> {
+        // One test of the driver's phase while loaded (the common case): the front end
+        // then knows the driver is not unloading, and skips the unload fence after it.
+        // (A bare-metal build keeps its one test of each: the split costs code there.)
+        #[cfg(target_os = "none")]
         if self.driver == DriverPhase::Unloaded {
             return Err(Error::Unloaded);
         }
+        #[cfg(target_os = "none")]
+        return self.handle_front(now, input, self.driver == DriverPhase::Unloading);
+        #[cfg(not(target_os = "none"))]
+        if self.driver != DriverPhase::Loaded {
+            return self.handle_while_unloading(now, input);
+        }
+        #[cfg(not(target_os = "none"))]
+        self.handle_front(now, input, false)
+    }
+
+    #[cfg(not(target_os = "none"))]
+    #[cold]
+    #[inline(never)]
+    fn handle_while_unloading(&mut self, now: Tick, input: Input) -> Result<Reply, Error> {
+        if self.driver == DriverPhase::Unloaded {
+            return Err(Error::Unloaded);
+        }
+        self.handle_front(now, input, true)
+    }
+
+    // `unloading`: the driver is unloading (else it is loaded). Inlined into each entry:
+    // the loaded one folds the flag away.
+    #[inline(always)]
+    fn handle_front(&mut self, now: Tick, input: Input, unloading: bool) -> Result<Reply, Error> {
         // Rule: time never goes backwards; a refused input changes nothing, not even time.
         if now < self.now {
             return Err(Error::TimeWentBackwards { last: self.now });
@@ -220,7 +248,6 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Lifecycle<D
             return self.driver_input(now, input);
         };
         let kind = input.kind();
-        let unloading = self.driver == DriverPhase::Unloading;
         let index = usize::from(device_id.0);
         let device = self.devices.get_mut(index).ok_or(Error::NoSuchDevice)?;
         let phase = device.phase.kind();
@@ -288,7 +315,13 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Lifecycle<D
                 device.open_gates_when_settled(&mut cx); // fast path: gates open once settled
             }
             self.now = now;
+            // (A bare-metal build reads the phase again: shorter than keeping the flag.)
+            #[cfg(target_os = "none")]
             self.finish_unload_if_done();
+            #[cfg(not(target_os = "none"))]
+            if unloading {
+                self.finish_unload_if_all_absent();
+            }
         }
         result
     }
