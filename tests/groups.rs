@@ -809,3 +809,62 @@ fn a_member_that_failed_mid_cycle_holds_the_groups_reset_until_its_fence_is_done
     );
     assert_eq!(o.phase(B), PhaseKind::Executing);
 }
+
+/// A member that failed mid-cycle and left it, then had a query remove accepted, is a
+/// member no cycle could begin with: the group's cycle ends without its reset, naming it
+/// (found by the fuzz smoke: the reset went through the other member while this one was
+/// remove-pending).
+#[test]
+fn a_member_that_failed_then_got_a_query_remove_ends_the_groups_cycle_without_a_reset() {
+    let config = Config {
+        trusted_policy: TrustedTimeoutPolicy::FailDevice,
+        ..Config::DEFAULT
+    };
+    let mut o = Three::new(config);
+    o.started(A, false);
+    o.started(B, false);
+    for device in [A, B] {
+        o.ok(Input::JoinResetGroup { device, group: G });
+    }
+    let a = o.register(A, ClientKind::Trusted);
+    let b = o.register(B, ClientKind::Trusted);
+    assert_eq!(
+        o.ok(Input::ResetRequest { client: a }),
+        vec![notify(a, Event::Reset), notify(b, Event::Reset)]
+    );
+    o.ok(Input::CallbackDone { client: a });
+    // B's voter never returns its RESET: B fails and leaves; A's voter has not answered.
+    let out = o.fire_timeout();
+    assert_eq!(
+        out,
+        vec![
+            Output::Fence { client: b },
+            cycle(B, CycleOutcome::ClientTimedOut),
+            Output::DeviceFailed {
+                device: B,
+                cause: FailureCause::ClientMissedDeadline
+            },
+        ]
+    );
+    assert_eq!(o.phase(B), PhaseKind::Failed);
+    // The OS queries B's removal: accepted, and the group's cycle ends without a reset.
+    let out = o.ok(Input::QueryRemove {
+        device: B,
+        token: RequestToken(5),
+    });
+    let reason = CannotResetReason::MemberState(PhaseKind::RemovePending);
+    assert_eq!(
+        out,
+        vec![
+            Output::Complete {
+                device: B,
+                token: RequestToken(5),
+                status: Status::Success
+            },
+            notify(a, Event::Recovered { epoch: Epoch(0) }),
+            cycle(A, cannot(B, reason)),
+        ]
+    );
+    assert_eq!(o.phase(A), PhaseKind::Running);
+    assert_eq!(o.phase(B), PhaseKind::RemovePending);
+}

@@ -243,6 +243,20 @@ impl<const C: usize, const P: usize> Device<C, P> {
             && (matches!(self.phase, Phase::Quiescing { .. }) || self.wants_power_up_reset())
     }
 
+    /// A member that left the cycle when it failed and has since met a state in which no
+    /// member could take part (a query pending, a stop): why the group's cycle must end
+    /// without its reset, as it would not have begun. A member still failed does not
+    /// block (the reset touches its hardware), nor one that vanished.
+    pub(crate) fn blocks_after_leaving(&self) -> Option<CannotResetReason> {
+        if self.group.taking_part() || matches!(self.phase, Phase::Failed { .. }) {
+            return None;
+        }
+        match self.group_part() {
+            Part::Blocks(reason) => Some(reason),
+            Part::Vanished | Part::Joins => None,
+        }
+    }
+
     /// I12 per group: a member out of the cycle whose hardware the group's reset still
     /// touches (it failed mid-cycle: still there, not removed) has hardware operations in
     /// flight, fenced or not: the group's reset waits for them to end (or its deadline).

@@ -204,6 +204,11 @@ impl<const C: usize, const P: usize, const Q: usize> GroupStep<'_, C, P, Q> {
             self.end_without_reset(member, CannotResetReason::MemberState(phase));
             return;
         }
+        // A member that failed, left the cycle, then got a query or a stop: no reset.
+        if let Some((member, reason)) = self.find(Device::blocks_after_leaving) {
+            self.end_without_reset(member, reason);
+            return;
+        }
         if let Some((member, client)) = self.find(|d| d.group.refused_by) {
             self.end_without_reset(member, CannotResetReason::ClientRefused(client));
             return;

@@ -1049,6 +1049,17 @@ impl Model {
                 }
             }
         });
+        // A member that failed and left, then got a query or a stop: no reset.
+        if let Some((member, reason)) = self.first(g, |d| {
+            if d.part.on || matches!(d.st, St::Failed { .. }) {
+                None
+            } else {
+                d.group_blocker()
+            }
+        }) {
+            self.end_group(g, member, reason, out);
+            return;
+        }
         if let Some((member, client)) = self.first(g, |d| d.part.refused) {
             self.end_group(g, member, CannotResetReason::ClientRefused(client), out);
             return;
