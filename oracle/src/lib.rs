@@ -1934,8 +1934,10 @@ impl Oracle {
                 }
                 if let CycleOutcome::Recovered(e) = outcome {
                     let b = self.dev_mut(device)?;
+                    // A client still owed the end of an earlier cycle keeps that epoch: its
+                    // `Recovered` waits behind its callback and says how *that* cycle ended.
                     for c in b.clients.values_mut().filter(|c| c.owed_end) {
-                        c.recovery_owed = Some(e);
+                        c.recovery_owed.get_or_insert(e);
                     }
                     if Some(e) != before.epoch(device) || Some(e) != after.epoch(device) {
                         fail!(
@@ -2211,7 +2213,7 @@ impl Oracle {
                 .values_mut()
                 .filter(|c| c.owed_end)
             {
-                c.recovery_owed = Some(e);
+                c.recovery_owed.get_or_insert(e); // an earlier cycle's end keeps its epoch
             }
         }
         let Some(m) = self.dev(member) else {
