@@ -868,3 +868,39 @@ fn a_member_that_failed_then_got_a_query_remove_ends_the_groups_cycle_without_a_
     assert_eq!(o.phase(A), PhaseKind::Running);
     assert_eq!(o.phase(B), PhaseKind::RemovePending);
 }
+
+/// A device that joins a group while it already waits for a reset (a fatal error served
+/// after its power transition) begins the group's cycle at the join, not at whatever
+/// input on a member comes next (found by the fuzz smoke: a client registered on the
+/// other member in the next input was counted a voter of a cycle that had not begun).
+#[test]
+fn joining_with_a_reset_waiting_begins_the_groups_cycle_at_the_join() {
+    let mut o = Three::new(Config::DEFAULT);
+    o.started(A, false);
+    o.started(B, false);
+    let a = o.register(A, ClientKind::Trusted);
+    o.ok(Input::JoinResetGroup {
+        device: A,
+        group: G,
+    });
+    o.ok(Input::PowerDown {
+        device: B,
+        kind: PowerDownKind::Idle,
+        token: RequestToken(3),
+    });
+    let (reply, _) = o.step(Input::FatalError { device: B });
+    assert_eq!(
+        reply,
+        Ok(Reply::Fatal(FatalAnswer::Served(ResetAnswer::AfterPowerUp)))
+    );
+    let out = o.ok(Input::JoinResetGroup {
+        device: B,
+        group: G,
+    });
+    assert_eq!(out, vec![notify(a, Event::Reset)]);
+    assert_eq!(o.phase(A), PhaseKind::Quiescing);
+    assert!(o.m.group_cycle(G).is_some(), "the group's cycle runs");
+    // A client registering on A now joins a running cycle: admitted, not a voter.
+    let late = o.register(A, ClientKind::Untrusted);
+    assert_eq!(o.events_of(late), vec![]);
+}

@@ -340,7 +340,11 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Lifecycle<D
             _ => super::dispatch(device, &mut cx, input),
         };
         if result.is_ok() {
-            device.open_gates_when_settled(&mut cx); // fast path: gates open once settled
+            // Fast path: gates open once settled.
+            device.open_gates_when_settled(&mut cx);
+            // A device that just joined settles its new group: a member already waiting
+            // for a cycle (its reset wanted in a power transition) begins it now.
+            let group = group.or(device.group.group);
             self.now = now;
             if let Some(group) = group {
                 self.settle_group(group, carrier_done);

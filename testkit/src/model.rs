@@ -868,7 +868,8 @@ impl Model {
             }
         };
         self.devs[di].after(&mut cx);
-        if let Some(group) = group {
+        // A device that just joined: its new group settles (a waiting member begins).
+        if let Some(group) = group.or(self.devs[di].group) {
             let carrier_done = match input {
                 Input::ResetDone { result, .. } if carrier => Some(result),
                 _ => None,
