@@ -81,6 +81,7 @@ impl Spec {
     }
 
     fn abort_cycle(&mut self, d: DeviceId, outcome: CycleOutcome) {
+        self.leave_group_run(d);
         let dev = self.dev_mut(d);
         dev.quiescing = false;
         dev.fatal_deferred = false;
@@ -187,6 +188,7 @@ impl Spec {
             self.complete(d, token, Status::Success);
         }
         self.out.push(Output::DeviceRemoved { device: d });
+        self.forget_member(d);
         let dev = self.dev_mut(d);
         dev.present = false;
         dev.removal_begun = false;

@@ -37,6 +37,7 @@ impl Spec {
             }
         }
         all.extend(dev.drain_until);
+        all.extend(self.group_deadline(d));
         all.into_iter().min()
     }
 
@@ -48,6 +49,7 @@ impl Spec {
                 continue;
             }
             self.expire(now, d);
+            self.expire_group(now, d);
             self.settle(now, d);
         }
     }
@@ -108,6 +110,7 @@ impl Spec {
     fn fail_for_deadline(&mut self, now: Tick, d: DeviceId) {
         let in_cycle = self.dev(d).in_cycle();
         if in_cycle {
+            self.leave_group_run(d);
             let dev = self.dev_mut(d);
             dev.quiescing = false;
             dev.told_reset.clear();
