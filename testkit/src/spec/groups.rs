@@ -21,6 +21,13 @@ pub(super) struct GroupRun {
     deadline: Tick,
 }
 
+impl GroupRun {
+    /// The group's one deadline.
+    pub(super) fn deadline(&self) -> Tick {
+        self.deadline
+    }
+}
+
 impl Spec {
     /// The group of `d`, if it is in one.
     pub(super) fn group_of(&self, d: DeviceId) -> Option<GroupId> {
@@ -40,6 +47,12 @@ impl Spec {
     /// Whether `d` takes part in its group's cycle.
     pub(super) fn in_group_run(&self, d: DeviceId) -> bool {
         self.run_of(d).is_some_and(|r| r.members.contains(&d.0))
+    }
+
+    /// Whether `d` takes part in its group's cycle with other members.
+    pub(super) fn shares_group_run(&self, d: DeviceId) -> bool {
+        self.run_of(d)
+            .is_some_and(|r| r.members.contains(&d.0) && r.members.len() > 1)
     }
 
     pub(super) fn join_group(&mut self, d: DeviceId, group: GroupId) -> Answer {
@@ -69,20 +82,25 @@ impl Spec {
 
     /// A device's slot became free: it leaves its group (and the group's cycle).
     pub(super) fn forget_member(&mut self, d: DeviceId) {
-        if let Some(run) = self.dev(d).group.and_then(|g| self.run_mut(g)) {
-            run.carrier = run.carrier.filter(|&c| c != d.0);
+        if let Some(g) = self.group_of(d) {
+            if let Some(run) = self.run_mut(g) {
+                run.members.remove(&d.0);
+                run.carrier = run.carrier.filter(|&c| c != d.0);
+                if run.members.is_empty() {
+                    self.group_runs[usize::from(g.0)] = None;
+                }
+            }
         }
-        self.leave_group_run(d);
         self.dev_mut(d).group = None;
     }
 
     /// `d` leaves its group's cycle (removed or vanished); the cycle goes on without it.
-    /// The carrier stays while its hardware reset is in flight.
+    /// Once the reset was commanded every member stays until the carrier answers.
     pub(super) fn leave_group_run(&mut self, d: DeviceId) {
         let Some(g) = self.group_of(d) else { return };
         let Some(run) = self.run_mut(g) else { return };
-        if run.carrier == Some(d.0) {
-            return;
+        if run.carrier.is_some() {
+            return; // the reset was commanded: the carrier's answer ends every member
         }
         run.members.remove(&d.0);
         if run.members.is_empty() {
@@ -93,22 +111,30 @@ impl Spec {
     /// Why `m` cannot take part in its group's cycle, if it cannot.
     fn cannot_take_part(&self, m: DeviceId) -> Option<CannotResetReason> {
         let dev = self.dev(m);
-        let waking = dev.hardware_busy == Some(Busy::PowerUp);
-        if dev.powering_down == Some(PowerDownKind::SystemSleep)
-            || (dev.dx == Some(PowerDownKind::SystemSleep) && !waking)
-        {
-            return Some(CannotResetReason::SystemSleep);
-        }
-        match dev.phase() {
+        // A power transition run for a pending query stands as that query.
+        let phase = match (dev.phase(), dev.query_pending) {
+            (PhaseKind::PoweringDown | PhaseKind::PoweringUp, Some(super::Query::Stop)) => {
+                PhaseKind::StopPending
+            }
+            (PhaseKind::PoweringDown | PhaseKind::PoweringUp, Some(super::Query::Remove)) => {
+                PhaseKind::RemovePending
+            }
+            (phase, _) => phase,
+        };
+        match phase {
             PhaseKind::Running
             | PhaseKind::LowPower
             | PhaseKind::PoweringDown
             | PhaseKind::PoweringUp
             | PhaseKind::Removing
             | PhaseKind::SurpriseRemoved
-            | PhaseKind::Absent => None,
-            other => Some(CannotResetReason::MemberState(other)),
+            | PhaseKind::Absent => {}
+            other => return Some(CannotResetReason::MemberState(other)),
         }
+        let waking = dev.hardware_busy == Some(Busy::PowerUp);
+        let sleeping = dev.powering_down == Some(PowerDownKind::SystemSleep)
+            || (dev.dx == Some(PowerDownKind::SystemSleep) && !waking);
+        sleeping.then_some(CannotResetReason::SystemSleep)
     }
 
     /// Begin a cycle on `d`: for a member of a group, the group's cycle (or, if a member
@@ -139,7 +165,10 @@ impl Spec {
         let members: Vec<DeviceId> = (0..self.devices.len())
             .map(|i| DeviceId(i as u8))
             .filter(|&m| self.dev(m).present && self.dev(m).group == Some(g))
-            .filter(|&m| !self.dev(m).vanished && !self.dev(m).removal_begun)
+            .filter(|&m| {
+                let dev = self.dev(m);
+                !dev.vanished && !dev.removal_begun && !dev.removal_owed
+            })
             .collect();
         for &m in &members {
             if m == d {
@@ -167,6 +196,18 @@ impl Spec {
         }
     }
 
+    /// Every group's cycle settles (a member that left may have been the last waited for).
+    pub(super) fn settle_groups(&mut self, now: Tick) {
+        for g in 0..self.group_runs.len() {
+            let first = self.group_runs[g]
+                .as_ref()
+                .and_then(|r| r.members.first().copied());
+            if let Some(m) = first {
+                self.settle_group(now, DeviceId(m));
+            }
+        }
+    }
+
     /// The group's cycle, once every member's voters answered: recovery, or the one
     /// hardware reset through the carrier once every member drained.
     pub(super) fn settle_group(&mut self, now: Tick, d: DeviceId) {
@@ -177,7 +218,17 @@ impl Spec {
         if run.carrier.is_some() {
             return;
         }
-        let members: Vec<DeviceId> = run.members.iter().map(|&m| DeviceId(m)).collect();
+        // A member that failed meanwhile (a trusted client's missed deadline) is out.
+        let members: Vec<DeviceId> = run
+            .members
+            .iter()
+            .map(|&m| DeviceId(m))
+            .filter(|&m| self.dev(m).failed.is_none())
+            .collect();
+        if members.is_empty() {
+            self.group_runs[usize::from(g.0)] = None;
+            return;
+        }
         if members
             .iter()
             .any(|&m| !self.dev(m).quiescing || !self.dev(m).told_reset.is_empty())
@@ -222,6 +273,9 @@ impl Spec {
             return;
         };
         for m in run.members {
+            if self.dev(DeviceId(m)).failed.is_some() {
+                continue; // its cycle ended when it failed
+            }
             // A member waiting for its power-up no longer owes the cycle.
             self.dev_mut(DeviceId(m)).reset_after_up = false;
             self.end_without_reset(now, DeviceId(m), outcome);
@@ -262,8 +316,10 @@ impl Spec {
             .map(|&m| DeviceId(m))
             .find(|&m| {
                 let dev = self.dev(m);
-                !dev.told_reset.is_empty() || dev.clients.iter().any(|c| c.ops > 0)
+                let busy = dev.clients.iter().any(|c| c.ops > 0);
+                !dev.quiescing || !dev.told_reset.is_empty() || busy
             })
+            .or_else(|| run.members.first().map(|&m| DeviceId(m)))
             .unwrap_or(d);
         let outcome = CycleOutcome::CannotReset {
             member: late,

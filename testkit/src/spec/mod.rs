@@ -457,6 +457,7 @@ impl Spec {
             self.begin_group_cycle_after_power_up(now, d);
         }
         self.settle(now, d);
+        self.settle_groups(now);
         Ok(answer)
     }
 
@@ -700,5 +701,20 @@ impl Spec {
         (0..self.devices.len())
             .filter_map(|i| self.next_deadline(DeviceId(i as u8)))
             .min()
+    }
+}
+
+impl Spec {
+    /// The reset group a device belongs to.
+    pub fn reset_group(&self, d: DeviceId) -> Option<pnp_lifecycle::GroupId> {
+        self.devices.get(usize::from(d.0))?.group
+    }
+
+    /// A reset group's cycle under way: its one deadline (`None`: no cycle runs).
+    pub fn group_cycle(&self, g: pnp_lifecycle::GroupId) -> Option<Tick> {
+        self.group_runs
+            .get(usize::from(g.0))?
+            .as_ref()
+            .map(|r| r.deadline())
     }
 }

@@ -208,18 +208,31 @@ impl Spec {
         if self.dev(d).hardware_busy != Some(Busy::Reset) || self.carried_by_another(d) {
             return Err(Error::NoHardwareCommandInFlight);
         }
-        // The carrier's answer ends every member's cycle.
-        let members = self.take_group_run(d).unwrap_or_else(|| vec![d]);
+        // The carrier's answer ends every member's cycle, member by member (each then
+        // begins the sleep that waited for the cycle).
+        let group = self.take_group_run(d);
+        let grouped = group.is_some();
+        let members = group.unwrap_or_else(|| vec![d]);
         let mut again = Vec::new();
         for m in members.iter().copied() {
-            if self.dev(m).hardware_busy == Some(Busy::Reset)
-                && self.member_reset_done(now, m, result)
-            {
-                again.push(m);
+            if self.dev(m).hardware_busy != Some(Busy::Reset) {
+                continue;
+            }
+            if self.member_reset_done(now, m, result) {
+                again.push(m); // its follow-up comes first: a sleep waits for it
+            } else if grouped {
+                self.settle_power(now, m);
             }
         }
-        if let Some(&m) = again.first() {
-            self.start_cycle(now, m);
+        // Then the follow-ups (one group's cycle for all of them).
+        for m in again {
+            if !self.in_group_run(m) {
+                self.start_cycle(now, m);
+            }
+        }
+        // The other members' rules apply too (a removal that waited for the reset).
+        for m in members.into_iter().filter(|&m| m != d) {
+            self.settle(now, m);
         }
         Ok(Reply::Accepted)
     }
