@@ -229,21 +229,28 @@ impl Spec {
             self.group_runs[usize::from(g.0)] = None;
             return;
         }
-        if members
-            .iter()
-            .any(|&m| !self.dev(m).quiescing || !self.dev(m).told_reset.is_empty())
-        {
-            return;
+        // Each member drains once its own voters answered.
+        let mut ready = true;
+        for &m in &members {
+            let dev = self.dev(m);
+            if dev.quiescing && dev.told_reset.is_empty() {
+                ready &= self.drained(now, m);
+            } else {
+                ready = false;
+            }
         }
-        let drained: Vec<bool> = members.iter().map(|&m| self.drained(now, m)).collect();
-        if drained.contains(&false) {
+        if !ready {
             return;
         }
         if !members.iter().any(|&m| self.dev(m).reset_needed) {
             self.group_runs[usize::from(g.0)] = None;
-            for m in members {
+            for &m in &members {
                 let epoch = self.dev(m).epoch;
                 self.end_without_reset(now, m, CycleOutcome::Recovered(epoch));
+            }
+            // Then what waited for the cycle (a system sleep) on every member.
+            for m in members {
+                self.settle_power(now, m);
             }
             return;
         }
@@ -272,13 +279,17 @@ impl Spec {
         let Some(run) = self.group_runs[usize::from(g.0)].take() else {
             return;
         };
-        for m in run.members {
+        for &m in &run.members {
             if self.dev(DeviceId(m)).failed.is_some() {
                 continue; // its cycle ended when it failed
             }
             // A member waiting for its power-up no longer owes the cycle.
             self.dev_mut(DeviceId(m)).reset_after_up = false;
             self.end_without_reset(now, DeviceId(m), outcome);
+        }
+        // Then what waited for the cycle (a system sleep) on every member.
+        for &m in &run.members {
+            self.settle_power(now, DeviceId(m));
         }
     }
 
