@@ -71,9 +71,12 @@
 //!   (and its deadline) at the next input that is not a membership change, from system
 //!   sleep only once the wake is commanded; the group decides recovery or reset only once
 //!   every member answered *and drained*; the carrier is the lowest member taking part;
-//!   the deadline names the lowest member still waiting for a voter or an operation; a
+//!   the deadline names the lowest member still waiting (for its power-up, a voter or an
+//!   operation; one failed meanwhile counts), else the lowest; a member whose removal
+//!   begins or that vanishes leaves the group's cycle even when it failed; a
 //!   member's cycle that ends on its own (a trusted client's missed deadline under
-//!   `FailDevice`) leaves the group's cycle; a power-up that lost state answers its
+//!   `FailDevice`) ends before the member fails and no longer holds the group's cycle
+//!   back (a lone member's ends with it); a power-up that lost state answers its
 //!   requests `Completed` and still joins the group's cycle under way;
 //! * the mailbox coalesces as the core's mailbox documents: `Removed`/`Revoked` replace
 //!   everything, a link change is one bit a port told with the state at delivery, device

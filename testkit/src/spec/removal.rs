@@ -42,6 +42,7 @@ impl Spec {
 
     /// Removal begins: a quiescing cycle is aborted and every live client told `Removed`.
     pub(super) fn begin_removal(&mut self, now: Tick, d: DeviceId) {
+        self.leave_group_run(d);
         let dev = self.dev_mut(d);
         dev.removal_begun = true;
         dev.removal_owed = false;
@@ -105,6 +106,7 @@ impl Spec {
     }
 
     pub(super) fn surprise_removal(&mut self, now: Tick, d: DeviceId) -> Answer {
+        self.leave_group_run(d);
         let dev = self.dev_mut(d);
         let first = !dev.vanished;
         dev.vanished = true;
