@@ -218,15 +218,22 @@ impl Spec {
         if run.carrier.is_some() {
             return;
         }
-        // A member that failed meanwhile (a trusted client's missed deadline) is out.
-        let members: Vec<DeviceId> = run
+        // A member that failed meanwhile (a trusted client's missed deadline) no longer
+        // votes, but the one hardware reset resets its function too: it waits for that
+        // member's operations (fenced) to end (I12).
+        let (members, failed): (Vec<DeviceId>, Vec<DeviceId>) = run
             .members
             .iter()
             .map(|&m| DeviceId(m))
-            .filter(|&m| self.dev(m).failed.is_none())
-            .collect();
+            .partition(|&m| self.dev(m).failed.is_none());
         if members.is_empty() {
             self.group_runs[usize::from(g.0)] = None;
+            return;
+        }
+        if failed
+            .iter()
+            .any(|&m| self.dev(m).clients.iter().any(|c| c.ops > 0))
+        {
             return;
         }
         // Each member drains once its own voters answered.

@@ -75,8 +75,10 @@
 //!   operation; one failed meanwhile counts), else the lowest; a member whose removal
 //!   begins or that vanishes leaves the group's cycle even when it failed; a
 //!   member's cycle that ends on its own (a trusted client's missed deadline under
-//!   `FailDevice`) ends before the member fails and no longer holds the group's cycle
-//!   back (a lone member's ends with it); a power-up that lost state answers its
+//!   `FailDevice`) ends before the member fails and its voters no longer hold the
+//!   group's cycle back (a lone member's ends with it), though its operations still do
+//!   (DESIGN's I12; the core does not wait for them, see `tests/spec_model.rs`); a
+//!   power-up that lost state answers its
 //!   requests `Completed` and still joins the group's cycle under way;
 //! * the mailbox coalesces as the core's mailbox documents: `Removed`/`Revoked` replace
 //!   everything, a link change is one bit a port told with the state at delivery, device
