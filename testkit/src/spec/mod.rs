@@ -16,7 +16,8 @@
 //! (`removal_begun`, or `removal_owed` while a hardware command or stop ends), the reset
 //! cycle as sets of clients (`told_reset` waiting to answer, `answered`, `joined`) and
 //! whether the reset is needed (`reset_needed`), a follow-up flag and deferred fatal
-//! errors, power (`dx`, `powering_down`, the tokens owed), drains as a deadline; per
+//! errors, power (`dx`, `powering_down`, the tokens owed), drains as a deadline, its
+//! reset group (`group`; each group's cycle is a `groups::GroupRun`); per
 //! client (see `Cl`): its registration standing, its interface epoch, callbacks and
 //! operations in flight, its mailbox, its gate, and its deadlines.
 //!
@@ -26,10 +27,10 @@
 //! voter's nack), removal and unload, every deadline, power (power-down and power-up,
 //! idle and system sleep, Dx under a pending query), the fast path's gates (opened while
 //! the device runs and the client may touch the hardware, closed before any count is
-//! needed, the close's answer counted and deadlined), on any number of devices. Not
-//! covered: reset groups (`JoinResetGroup`/`LeaveResetGroup` are outside [`covers`]; a
-//! walk compared with the spec model keeps to it, and `World` drops the spec model at the
-//! first other input).
+//! needed, the close's answer counted and deadlined), reset groups (joining and leaving,
+//! one cycle for every member, the carrier's one reset, a nack, a member that cannot take
+//! part, the group's one deadline, a member removed or vanished), on any number of
+//! devices: every input ([`covers`] is true for all).
 //!
 //! Choices DESIGN leaves open, taken from the core's public docs or, where those are
 //! silent too, named here (a divergence would show which reading the core took):
@@ -61,6 +62,24 @@
 //! * a trusted client's missed deadline under `FailDevice` fails the device only from
 //!   running or quiescing (the only states `TRANSITIONS` lets a timeout fail);
 //! * a waiting link change is told only to a client still bound to the port;
+//! * reset groups (`groups`): membership is refused first for a member
+//!   (`AlreadyInResetGroup`), then for an id out of range, then while the group's cycle
+//!   runs; the group's cycle takes every present member not vanished nor being removed,
+//!   even a lone one, and its deadline runs from the input that began it; a member that
+//!   cannot take part is looked for among the *other* members (the requester's own
+//!   power state only delays it); a reset owed across a power-up begins the group's cycle
+//!   (and its deadline) at the next input that is not a membership change, from system
+//!   sleep only once the wake is commanded; the group decides recovery or reset only once
+//!   every member answered *and drained*; the carrier is the lowest member taking part;
+//!   the deadline names the lowest member still waiting (for its power-up, a voter or an
+//!   operation; one failed meanwhile counts), else the lowest; a member whose removal
+//!   begins or that vanishes leaves the group's cycle even when it failed; a
+//!   member's cycle that ends on its own (a trusted client's missed deadline under
+//!   `FailDevice`) ends before the member fails and its voters no longer hold the
+//!   group's cycle back (a lone member's ends with it), though its operations still do
+//!   (DESIGN's I12; the core does not wait for them, see `tests/spec_model.rs`); a
+//!   power-up that lost state answers its
+//!   requests `Completed` and still joins the group's cycle under way;
 //! * the mailbox coalesces as the core's mailbox documents: `Removed`/`Revoked` replace
 //!   everything, a link change is one bit a port told with the state at delivery, device
 //!   news replaces older news, `RESET`/`RESET_END`/`Recovered` queue in order; ordered
@@ -68,6 +87,7 @@
 
 mod clients;
 mod fast;
+mod groups;
 mod pnp;
 mod power;
 mod removal;
@@ -83,12 +103,11 @@ use pnp_lifecycle::{
 };
 use std::collections::BTreeSet;
 
-/// Whether the spec model covers `input` (a walk compared with it must keep to these).
+/// Whether the spec model covers `input` (a walk compared with it must keep to these):
+/// every input, reset groups included.
 pub fn covers(input: &Input) -> bool {
-    !matches!(
-        input.kind(),
-        InputKind::JoinResetGroup | InputKind::LeaveResetGroup
-    )
+    let _ = input;
+    true
 }
 
 /// Where a client's registration stands (what `ClientState` shows, less the role).
@@ -226,6 +245,8 @@ struct Dev {
     /// A stop asked during a power transition run for a pending query stop: served once
     /// the hardware reports.
     stop_held: Option<RequestToken>,
+    /// The reset group the device belongs to.
+    group: Option<pnp_lifecycle::GroupId>,
 }
 
 impl Dev {
@@ -263,6 +284,7 @@ impl Dev {
             sleep_after_cycle: None,
             reset_after_up: false,
             stop_held: None,
+            group: None,
         }
     }
 
@@ -318,6 +340,8 @@ pub struct Spec {
     now: Tick,
     driver: DriverPhase,
     devices: Vec<Dev>,
+    /// Each reset group's cycle under way, by group id.
+    group_runs: Vec<Option<groups::GroupRun>>,
     /// The outputs of the input being handled.
     out: Vec<Output>,
 }
@@ -335,6 +359,7 @@ impl Spec {
             now: Tick(0),
             driver: DriverPhase::Loaded,
             devices: vec![Dev::new(clients, ports); devices],
+            group_runs: vec![None; devices],
             out: Vec::new(),
         }
     }
@@ -431,7 +456,13 @@ impl Spec {
             }
         }
         let answer = self.rule(now, d, input)?;
+        if !matches!(kind, InputKind::JoinResetGroup | InputKind::LeaveResetGroup) {
+            // A reset owed across a power-up begins its group's cycle at once (membership
+            // changes begin nothing).
+            self.begin_group_cycle_after_power_up(now, d);
+        }
         self.settle(now, d);
+        self.settle_groups(now);
         Ok(answer)
     }
 
@@ -497,6 +528,8 @@ impl Spec {
             Input::FastPathClosed { client, in_flight } => {
                 self.fast_path_closed(now, client, in_flight)
             }
+            Input::JoinResetGroup { group, .. } => self.join_group(d, group),
+            Input::LeaveResetGroup { .. } => self.leave_group(d),
             _ => Err(Error::InvalidState {
                 phase: self.dev(d).phase(),
                 input: input.kind(),
@@ -673,5 +706,20 @@ impl Spec {
         (0..self.devices.len())
             .filter_map(|i| self.next_deadline(DeviceId(i as u8)))
             .min()
+    }
+}
+
+impl Spec {
+    /// The reset group a device belongs to.
+    pub fn reset_group(&self, d: DeviceId) -> Option<pnp_lifecycle::GroupId> {
+        self.devices.get(usize::from(d.0))?.group
+    }
+
+    /// A reset group's cycle under way: its one deadline (`None`: no cycle runs).
+    pub fn group_cycle(&self, g: pnp_lifecycle::GroupId) -> Option<Tick> {
+        self.group_runs
+            .get(usize::from(g.0))?
+            .as_ref()
+            .map(|r| r.deadline())
     }
 }

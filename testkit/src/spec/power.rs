@@ -126,7 +126,10 @@ impl Spec {
         for token in std::mem::take(&mut self.dev_mut(d).power_tokens) {
             self.complete(d, token, Status::Success);
         }
-        if std::mem::take(&mut self.dev_mut(d).up_after_down) {
+        // Back up at once if asked meanwhile, or if a reset is owed (idle power-down).
+        let dev = self.dev_mut(d);
+        let reset_owed = dev.reset_after_up && kind == Some(PowerDownKind::Idle);
+        if std::mem::take(&mut dev.up_after_down) || reset_owed {
             self.command_power_up(d);
         } else {
             self.serve_held_stop(now, d);
@@ -230,8 +233,12 @@ impl Spec {
             && std::mem::take(&mut self.dev_mut(d).fatal_deferred);
         if std::mem::take(&mut self.dev_mut(d).reset_after_up) || fatal {
             if lost {
-                // The lost state was a reset: it serves the request.
+                // The lost state was a reset: it serves the request; a group's cycle under
+                // way still needs the member (the lost state reset it alone).
                 self.finished(d, CycleOutcome::Completed(epoch));
+                if self.in_group_run(d) {
+                    self.start_cycle(now, d);
+                }
             } else {
                 self.start_cycle(now, d);
             }
@@ -252,9 +259,7 @@ impl Spec {
         let idle = dev.dx == Some(PowerDownKind::Idle);
         let idle_going = dev.powering_down == Some(PowerDownKind::Idle);
         self.dev_mut(d).reset_after_up = true;
-        if idle_going {
-            self.dev_mut(d).up_after_down = true;
-        } else if idle {
+        if idle && !idle_going {
             self.command_power_up(d);
         }
         Some(ResetAnswer::AfterPowerUp)

@@ -42,6 +42,7 @@ impl Spec {
 
     /// Removal begins: a quiescing cycle is aborted and every live client told `Removed`.
     pub(super) fn begin_removal(&mut self, now: Tick, d: DeviceId) {
+        self.leave_group_run(d);
         let dev = self.dev_mut(d);
         dev.removal_begun = true;
         dev.removal_owed = false;
@@ -81,6 +82,7 @@ impl Spec {
     }
 
     fn abort_cycle(&mut self, d: DeviceId, outcome: CycleOutcome) {
+        self.leave_group_run(d);
         let dev = self.dev_mut(d);
         dev.quiescing = false;
         dev.fatal_deferred = false;
@@ -104,6 +106,7 @@ impl Spec {
     }
 
     pub(super) fn surprise_removal(&mut self, now: Tick, d: DeviceId) -> Answer {
+        self.leave_group_run(d);
         let dev = self.dev_mut(d);
         let first = !dev.vanished;
         dev.vanished = true;
@@ -187,6 +190,7 @@ impl Spec {
             self.complete(d, token, Status::Success);
         }
         self.out.push(Output::DeviceRemoved { device: d });
+        self.forget_member(d);
         let dev = self.dev_mut(d);
         dev.present = false;
         dev.removal_begun = false;

@@ -8,8 +8,8 @@ use pnp_lifecycle::{
 };
 
 impl Spec {
-    /// Begin a cycle: every live client is a voter and is told `RESET`.
-    pub(super) fn start_cycle(&mut self, now: Tick, d: DeviceId) {
+    /// Begin a device's own cycle: every live client is a voter and is told `RESET`.
+    pub(super) fn start_member_cycle(&mut self, now: Tick, d: DeviceId) {
         let voters = self.live(d);
         let dev = self.dev_mut(d);
         dev.quiescing = true;
@@ -50,7 +50,7 @@ impl Spec {
     }
 
     /// End the cycle without a hardware reset: clients told `Recovered`.
-    fn end_without_reset(&mut self, now: Tick, d: DeviceId, outcome: CycleOutcome) {
+    pub(super) fn end_without_reset(&mut self, now: Tick, d: DeviceId, outcome: CycleOutcome) {
         let epoch = self.dev(d).epoch;
         for s in self.owed_end(d) {
             self.notify(now, d, s, Event::Recovered { epoch });
@@ -61,6 +61,10 @@ impl Spec {
 
     /// Once every voter answered: recovery, or the hardware reset once operations drained.
     pub(super) fn settle_cycle(&mut self, now: Tick, d: DeviceId) {
+        if self.in_group_run(d) {
+            self.settle_group(now, d);
+            return;
+        }
         let dev = self.dev(d);
         if !dev.quiescing || !dev.told_reset.is_empty() {
             return;
@@ -192,19 +196,55 @@ impl Spec {
             member: d,
             reason: CannotResetReason::ClientRefused(h),
         };
-        self.end_without_reset(now, d, outcome);
+        if self.in_group_run(d) {
+            self.end_group_without_reset(now, d, outcome);
+        } else {
+            self.end_without_reset(now, d, outcome);
+        }
         Ok(Reply::Accepted)
     }
 
     pub(super) fn reset_done(&mut self, now: Tick, d: DeviceId, result: ResetResult) -> Answer {
-        if self.dev(d).hardware_busy != Some(Busy::Reset) {
+        if self.dev(d).hardware_busy != Some(Busy::Reset) || self.carried_by_another(d) {
             return Err(Error::NoHardwareCommandInFlight);
         }
+        // The carrier's answer ends every member's cycle, member by member (each then
+        // begins the sleep that waited for the cycle).
+        let group = self.take_group_run(d);
+        let grouped = group.is_some();
+        let members = group.unwrap_or_else(|| vec![d]);
+        let mut again = Vec::new();
+        for m in members.iter().copied() {
+            if self.dev(m).hardware_busy != Some(Busy::Reset) {
+                continue;
+            }
+            if self.member_reset_done(now, m, result) {
+                again.push(m); // its follow-up comes first: a sleep waits for it
+            } else if grouped {
+                self.settle_power(now, m);
+            }
+        }
+        // Then the follow-ups (one group's cycle for all of them).
+        for m in again {
+            if !self.in_group_run(m) {
+                self.start_cycle(now, m);
+            }
+        }
+        // The other members' rules apply too (a removal that waited for the reset).
+        for m in members.into_iter().filter(|&m| m != d) {
+            self.settle(now, m);
+        }
+        Ok(Reply::Accepted)
+    }
+
+    /// One member's cycle ends with the hardware reset's result: whether a follow-up is
+    /// owed.
+    fn member_reset_done(&mut self, now: Tick, d: DeviceId, result: ResetResult) -> bool {
         self.dev_mut(d).hardware_busy = None;
         let dev = self.dev(d);
         if dev.vanished {
             // The cycle ended when the hardware vanished.
-            return Ok(Reply::Accepted);
+            return false;
         }
         if dev.removal_owed {
             // A removal waited for the hardware: it ends the cycle, clients are told
@@ -223,7 +263,7 @@ impl Spec {
             if follow_up {
                 self.finished(d, CycleOutcome::AbortedByRemove);
             }
-            return Ok(Reply::Accepted);
+            return false;
         }
         let owed = self.owed_end(d);
         let follow_up = std::mem::take(&mut self.dev_mut(d).follow_up);
@@ -236,9 +276,7 @@ impl Spec {
                 }
                 self.clear_cycle(d);
                 self.finished(d, CycleOutcome::Completed(epoch));
-                if follow_up {
-                    self.start_cycle(now, d);
-                }
+                return follow_up;
             }
             ResetResult::Failed => {
                 self.clear_cycle(d);
@@ -249,6 +287,6 @@ impl Spec {
                 }
             }
         }
-        Ok(Reply::Accepted)
+        false
     }
 }

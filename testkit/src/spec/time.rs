@@ -37,19 +37,33 @@ impl Spec {
             }
         }
         all.extend(dev.drain_until);
+        all.extend(self.group_deadline(d));
         all.into_iter().min()
     }
 
-    /// Apply every deadline passed at `now`, device by device.
+    /// Apply every deadline passed at `now`, device by device (a group's after its
+    /// members' clients').
     pub(super) fn on_time(&mut self, now: Tick) {
-        for i in 0..self.devices.len() {
+        // Members of a group's cycle first: their clients' deadlines are judged before
+        // the group's own.
+        let grouped: Vec<bool> = (0..self.devices.len())
+            .map(|i| self.in_group_run(DeviceId(i as u8)))
+            .collect();
+        for (i, _) in grouped.iter().enumerate().filter(|(_, &g)| g) {
+            self.expire(now, DeviceId(i as u8));
+        }
+        for (i, &g) in grouped.iter().enumerate() {
             let d = DeviceId(i as u8);
             if !self.dev(d).present {
                 continue;
             }
-            self.expire(now, d);
+            if !g {
+                self.expire(now, d);
+            }
+            self.expire_group(now, d);
             self.settle(now, d);
         }
+        self.settle_groups(now);
     }
 
     /// Every deadline passed at `now`, judged on the facts as they were when the time
@@ -107,6 +121,9 @@ impl Spec {
     /// cycle under way ends `ClientTimedOut`.
     fn fail_for_deadline(&mut self, now: Tick, d: DeviceId) {
         let in_cycle = self.dev(d).in_cycle();
+        // A member of a group's cycle with others: its cycle ends before it fails (it no
+        // longer holds the group's cycle back).
+        let shared = self.shares_group_run(d);
         if in_cycle {
             let dev = self.dev_mut(d);
             dev.quiescing = false;
@@ -116,8 +133,11 @@ impl Spec {
             dev.drain_until = None;
             dev.reset_delivered.iter_mut().for_each(|t| *t = None);
         }
+        if in_cycle && shared {
+            self.finished(d, CycleOutcome::ClientTimedOut);
+        }
         self.fail(now, d, FailureCause::ClientMissedDeadline);
-        if in_cycle {
+        if in_cycle && !shared {
             self.finished(d, CycleOutcome::ClientTimedOut);
         }
     }
