@@ -68,7 +68,8 @@
 //!   even a lone one, and its deadline runs from the input that began it; a member that
 //!   cannot take part is looked for among the *other* members (the requester's own
 //!   power state only delays it); a reset owed across a power-up begins the group's cycle
-//!   (and its deadline) at the next input that is not a membership change, from system
+//!   (and its deadline) at the next input that is not a leave (a join of the device owing
+//!   it begins it), from system
 //!   sleep only once the wake is commanded; the group decides recovery or reset only once
 //!   every member answered *and drained*; the carrier is the lowest member taking part;
 //!   the deadline names the lowest member still waiting (for its power-up, a voter or an
@@ -456,9 +457,9 @@ impl Spec {
             }
         }
         let answer = self.rule(now, d, input)?;
-        if !matches!(kind, InputKind::JoinResetGroup | InputKind::LeaveResetGroup) {
-            // A reset owed across a power-up begins its group's cycle at once (membership
-            // changes begin nothing).
+        if kind != InputKind::LeaveResetGroup {
+            // A reset owed across a power-up begins its group's cycle at once, also when
+            // the device owing it has just joined (leaving begins nothing).
             self.begin_group_cycle_after_power_up(now, d);
         }
         self.settle(now, d);
