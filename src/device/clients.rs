@@ -183,7 +183,9 @@ impl<const C: usize, const P: usize> Device<C, P> {
         let before = self.deadlines_of(cx.config, index);
         if let Some(slot) = self.registry.slot_mut(index) {
             let client = Registry::<C>::handle(cx.device, index, slot);
+            let had_ops = slot.ops_pending();
             slot.free();
+            self.registry.ops_changed(index, had_ops);
             self.registry.mark(index, false);
             cx.out.push(Output::ClientGone { client });
         }
@@ -423,10 +425,12 @@ impl<const C: usize, const P: usize> Device<C, P> {
             return Err(Error::NoFenceRequested);
         }
         let before = slot_deadlines(cx.config, slot);
+        let had_ops = slot.ops_pending();
         slot.fence_requested = false;
         slot.callback = None;
         slot.ops = 0;
         slot.gate = fast::Gate::Shut; // the fence covers the fast path too
+        self.registry.ops_changed(index, had_ops);
         self.slot_changed(cx.config, index, before);
         let Some(slot) = self.registry.slots.get(index) else {
             return Err(Error::UnknownClient);
@@ -563,7 +567,9 @@ impl<const C: usize, const P: usize> Device<C, P> {
                 if slot.ops >= OPS_PER_CLIENT {
                     return Err(Error::TooManyOperations);
                 }
+                let had_ops = slot.ops_pending();
                 slot.ops += 1;
+                self.registry.ops_changed(index, had_ops);
                 self.operations_changed();
             }
         }
@@ -587,8 +593,10 @@ impl<const C: usize, const P: usize> Device<C, P> {
         if slot.ops == 0 {
             return Err(Error::NoOperationInFlight);
         }
+        let had_ops = slot.ops_pending();
         slot.ops -= 1;
         let free = slot.state == ClientState::Unregistered && !slot.in_flight();
+        self.registry.ops_changed(index, had_ops);
         self.operations_changed();
         if free {
             self.free_slot(cx, index);
