@@ -135,6 +135,16 @@ impl Slot {
         matches!(self.role(), Some(Role::Voting))
     }
 
+    /// The handle of this slot's client, slot `index` of `device`.
+    #[inline(always)]
+    pub(crate) fn handle(&self, device: DeviceId, index: usize) -> ClientHandle {
+        ClientHandle {
+            device,
+            slot: u8::try_from(index).unwrap_or(u8::MAX),
+            generation: self.generation,
+        }
+    }
+
     /// Free the slot for a later client: the generation moves on, so old handles go stale.
     /// A slot whose generation is exhausted stays retired (never reissued).
     pub(crate) fn free(&mut self) {
@@ -288,11 +298,7 @@ impl<const C: usize> Registry<C> {
     }
 
     pub(crate) fn handle(device: DeviceId, index: usize, slot: &Slot) -> ClientHandle {
-        ClientHandle {
-            device,
-            slot: u8::try_from(index).unwrap_or(u8::MAX),
-            generation: slot.generation,
-        }
+        slot.handle(device, index)
     }
 
     pub(crate) fn any_holding(&self) -> bool {

@@ -116,14 +116,17 @@ impl<const C: usize, const P: usize> Device<C, P> {
     }
 
     /// Tell every active client `event`. A client that can take it now is told in place
-    /// (`tell_now`); the callbacks' deadlines, all the same, are added once at the end.
+    /// (`tell`); the callbacks' deadlines, all the same, are added once at the end.
     pub(super) fn notify_active<const Q: usize>(&mut self, cx: &mut Ctx<'_, Q>, event: Event) {
         let mut told: u16 = 0;
         for index in self.registry.occupied() {
-            if !self.registry.slot(index).is_some_and(Slot::is_active) {
+            let Some(slot) = self.registry.slots.get_mut(index) else {
+                continue;
+            };
+            if !slot.is_active() {
                 continue;
             }
-            if event != Event::Reset && self.tell_now(cx, index, event).is_some() {
+            if event != Event::Reset && tell(cx, index, slot, event).is_some() {
                 told += 1;
             } else {
                 self.notify(cx, index, event);
@@ -132,29 +135,44 @@ impl<const C: usize, const P: usize> Device<C, P> {
         self.earliest.add_n(callback_due(cx.config, cx.now), told);
     }
 
-    /// Hand `event` to the client in slot `index` at once if it can take it now
-    /// (`Slot::can_take_now`), as `notify` does, except that its callback's deadline (and,
-    /// with a `RESET`, its answer's) is the caller's to add: clients told by one input
-    /// share them, so they are added once for all. The client's kind if it was told; if
-    /// not, the caller goes through `notify`.
-    #[cfg_attr(not(target_os = "none"), inline(always))]
-    pub(super) fn tell_now<const Q: usize>(
+    /// The end of a cycle in one pass over the clients: every active client's role goes
+    /// back to idle and it is told the end, as `set_roles` then `notify_active` would
+    /// (telling reads no role). With `RESET_END` the cycle reset the hardware: every
+    /// interface is stale and the clients are told `RESET_END`; without, `Recovered`. A
+    /// const parameter, so that the loop tests neither per client.
+    pub(super) fn end_cycle_notify<const RESET_END: bool, const Q: usize>(
         &mut self,
         cx: &mut Ctx<'_, Q>,
-        index: usize,
-        event: Event,
-    ) -> Option<ClientKind> {
-        let slot = self.registry.slots.get_mut(index)?;
-        if !slot.can_take_now() {
-            return None;
+    ) {
+        let epoch = self.epoch;
+        let event = if RESET_END {
+            Event::ResetEnd { epoch }
+        } else {
+            Event::Recovered { epoch }
+        };
+        let mut told: u16 = 0;
+        for index in self.registry.occupied() {
+            let Some(slot) = self.registry.slots.get_mut(index) else {
+                continue;
+            };
+            let ClientState::Active { role, fresh, .. } = &mut slot.state else {
+                continue;
+            };
+            if *role == Role::Voting {
+                // A voter's answer deadline goes.
+                self.earliest.invalidate();
+            }
+            *role = Role::Idle;
+            if RESET_END {
+                *fresh = false;
+            }
+            if tell(cx, index, slot, event).is_some() {
+                told += 1;
+            } else {
+                self.notify(cx, index, event);
+            }
         }
-        slot.callback = Some(cx.now);
-        if event == Event::Reset {
-            slot.reset_delivered = Some(cx.now);
-        }
-        let client = Registry::<C>::handle(cx.device, index, slot);
-        cx.out.push(Output::Notify { client, event });
-        Some(slot.kind)
+        self.earliest.add_n(callback_due(cx.config, cx.now), told);
     }
 
     /// Set every active client's role (and, after a completed reset, mark it stale).
@@ -648,6 +666,30 @@ impl<const C: usize, const P: usize> Device<C, P> {
         }
         caps.ok_or(Error::NotBound)
     }
+}
+
+/// Hand `event` to the client in slot `index` at once if it can take it now
+/// (`Slot::can_take_now`), as `Device::notify` does, except that its callback's deadline
+/// (and, with a `RESET`, its answer's) is the caller's to add: clients told by one input
+/// share them, so they are added once for all. The client's kind if it was told; if not,
+/// the caller goes through `notify`.
+#[cfg_attr(not(target_os = "none"), inline(always))]
+pub(super) fn tell<const Q: usize>(
+    cx: &mut Ctx<'_, Q>,
+    index: usize,
+    slot: &mut Slot,
+    event: Event,
+) -> Option<ClientKind> {
+    if !slot.can_take_now() {
+        return None;
+    }
+    slot.callback = Some(cx.now);
+    if event == Event::Reset {
+        slot.reset_delivered = Some(cx.now);
+    }
+    let client = slot.handle(cx.device, index);
+    cx.out.push(Output::Notify { client, event });
+    Some(slot.kind)
 }
 
 /// A veto a client can raise against a PnP query.
