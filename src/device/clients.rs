@@ -210,6 +210,28 @@ impl<const C: usize, const P: usize> Device<C, P> {
         self.slot_changed(cx.config, index, before);
     }
 
+    /// A voter answered `RESET` (`needs_reset` unless it can recover): `voter_left`, then
+    /// `execute_if_quiesced`, testing the phase once.
+    #[inline(always)]
+    pub(super) fn voter_answered<const Q: usize>(
+        &mut self,
+        cx: &mut Ctx<'_, Q>,
+        needs_reset: bool,
+    ) {
+        if let Phase::Quiescing {
+            voters,
+            reset_needed,
+            ..
+        } = &mut self.phase
+        {
+            *voters = voters.saturating_sub(1);
+            *reset_needed |= needs_reset;
+            if *voters == 0 || (planted!(ResetWithOneVoterLeft) && *voters == 1) {
+                self.execute_quiesced(cx);
+            }
+        }
+    }
+
     /// A voter answered, left or was revoked. Only a `CanRecover` answer leaves the
     /// reset unneeded: a voter that answered `ResetExecute`, left or was revoked without
     /// saying it can recover makes the reset run.
@@ -390,34 +412,35 @@ impl<const C: usize, const P: usize> Device<C, P> {
         // (and voting), so the answer meets what it met above.
         self.earliest.remove(callback_due(cx.config, called));
         slot.callback = None;
+        // The answer's own change, made here on the slot at hand (nothing the return
+        // goes on to do below reads it).
+        if let ClientState::Active {
+            role,
+            fresh,
+            cannot_pause,
+            ..
+        } = &mut slot.state
+        {
+            match answer {
+                CallbackAnswer::ResetExecute | CallbackAnswer::CanRecover => *role = Role::Acked,
+                CallbackAnswer::CannotPause => *cannot_pause = true,
+                CallbackAnswer::AcquireInterface => *fresh = true,
+            }
+        }
         if reset_answer {
             // The voter's answer deadline goes; the events its mailbox may hold hold no
             // RESET (checked above), so handing one over below moves no answer deadline.
             self.earliest.remove(voter_due(cx.config, slot));
-            if let ClientState::Active { role, .. } = &mut slot.state {
-                *role = Role::Acked;
-            }
         }
         if !slot.mailbox.is_empty() {
             self.deliver_next(cx, index);
         }
         if reset_answer {
             // Its own check: the reset runs once every voter answered.
-            self.voter_left(answer == CallbackAnswer::ResetExecute);
-            self.execute_if_quiesced(cx);
+            self.voter_answered(cx, answer == CallbackAnswer::ResetExecute);
         } else {
             // A wait the return may end.
             self.progress(cx);
-        }
-        let state = self.registry.slot_mut(index).map(|s| &mut s.state);
-        match (answer, state) {
-            (CallbackAnswer::CannotPause, Some(ClientState::Active { cannot_pause, .. })) => {
-                *cannot_pause = true;
-            }
-            (CallbackAnswer::AcquireInterface, Some(ClientState::Active { fresh, .. })) => {
-                *fresh = true;
-            }
-            _ => {}
         }
         if answer == CallbackAnswer::AcquireInterface {
             if self.fast_path {

@@ -293,8 +293,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
         if let ClientState::Active { role, .. } = &mut slot.state {
             *role = Role::Acked;
         }
-        self.voter_left(needs_reset);
-        self.execute_if_quiesced(cx);
+        self.voter_answered(cx, needs_reset);
         Ok(())
     }
 
