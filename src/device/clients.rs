@@ -137,15 +137,19 @@ impl<const C: usize, const P: usize> Device<C, P> {
 
     /// The end of a cycle in one pass over the clients: every active client's role goes
     /// back to idle and it is told the end, as `set_roles` then `notify_active` would
-    /// (telling reads no role). With `RESET_END` the cycle reset the hardware: every
-    /// interface is stale and the clients are told `RESET_END`; without, `Recovered`. A
-    /// const parameter, so that the loop tests neither per client.
-    pub(super) fn end_cycle_notify<const RESET_END: bool, const Q: usize>(
+    /// (telling reads no role). With `reset_end` the cycle reset the hardware: every
+    /// interface is stale and the clients are told `RESET_END`; without, `Recovered`.
+    /// Inlined on a hosted target, where each caller names `reset_end` so the loop tests
+    /// it for no client; a bare-metal build keeps one copy.
+    #[cfg_attr(not(target_os = "none"), inline(always))]
+    #[cfg_attr(target_os = "none", inline(never))]
+    pub(super) fn end_cycle_notify<const Q: usize>(
         &mut self,
         cx: &mut Ctx<'_, Q>,
+        reset_end: bool,
     ) {
         let epoch = self.epoch;
-        let event = if RESET_END {
+        let event = if reset_end {
             Event::ResetEnd { epoch }
         } else {
             Event::Recovered { epoch }
@@ -163,7 +167,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
                 self.earliest.invalidate();
             }
             *role = Role::Idle;
-            if RESET_END {
+            if reset_end {
                 *fresh = false;
             }
             if tell(cx, index, slot, event).is_some() {

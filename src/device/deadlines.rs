@@ -161,8 +161,9 @@ impl Earliest {
         }
     }
 
-    /// `n` (at least one) deadlines at tick `at` were added.
-    #[inline(always)]
+    /// `n` (at least one) deadlines at tick `at` were added. Inlined on a hosted target;
+    /// a bare-metal build keeps one copy.
+    #[cfg_attr(not(target_os = "none"), inline(always))]
     fn add_at(&mut self, at: u64, n: u16) {
         if self.total == 0 {
             self.at = at;

@@ -237,7 +237,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
             // I3: every voter can recover: the cycle ends without a reset, same epoch.
             let epoch = self.epoch;
             self.set_phase(cx, Phase::Running);
-            self.end_cycle_notify::<false, Q>(cx);
+            self.end_cycle_notify(cx, false);
             cx.cycle_finished(CycleOutcome::Recovered(epoch));
             self.sleep_if_deferred(cx);
             return;
@@ -351,7 +351,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
         }
         let epoch = self.epoch;
         // Roles back to idle, interfaces stale, and `RESET_END`, in one pass.
-        self.end_cycle_notify::<true, Q>(cx);
+        self.end_cycle_notify(cx, true);
         cx.cycle_finished(CycleOutcome::Completed(epoch));
         self.set_phase(cx, Phase::Running);
         if then == AfterReset::FollowUp {
