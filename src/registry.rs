@@ -135,6 +135,16 @@ impl Slot {
         matches!(self.role(), Some(Role::Voting))
     }
 
+    /// The handle of this slot's client, slot `index` of `device`.
+    #[inline(always)]
+    pub(crate) fn handle(&self, device: DeviceId, index: usize) -> ClientHandle {
+        ClientHandle {
+            device,
+            slot: u8::try_from(index).unwrap_or(u8::MAX),
+            generation: self.generation,
+        }
+    }
+
     /// Free the slot for a later client: the generation moves on, so old handles go stale.
     /// A slot whose generation is exhausted stays retired (never reissued).
     pub(crate) fn free(&mut self) {
@@ -164,6 +174,11 @@ pub(crate) enum Lookup {
 pub(crate) struct Registry<const C: usize> {
     pub(crate) slots: [Slot; C],
     end: u16,
+    /// How many slots have hardware operations pending ([`Slot::ops_pending`]): kept with
+    /// every change to a slot's operations or gate (`ops_changed`), so that the question
+    /// every reset, stop and power-down asks is one compare, not a scan. A function of
+    /// the slots, as `end` is.
+    ops_slots: u16,
 }
 
 impl<const C: usize> Registry<C> {
@@ -171,6 +186,7 @@ impl<const C: usize> Registry<C> {
         Registry {
             slots: [const { Slot::FREE }; C],
             end: 0,
+            ops_slots: 0,
         }
     }
 
@@ -282,11 +298,7 @@ impl<const C: usize> Registry<C> {
     }
 
     pub(crate) fn handle(device: DeviceId, index: usize, slot: &Slot) -> ClientHandle {
-        ClientHandle {
-            device,
-            slot: u8::try_from(index).unwrap_or(u8::MAX),
-            generation: slot.generation,
-        }
+        slot.handle(device, index)
     }
 
     pub(crate) fn any_holding(&self) -> bool {
@@ -308,8 +320,21 @@ impl<const C: usize> Registry<C> {
 
     /// Whether any hardware operation is in flight (a fenced one counts until the fence
     /// is reported done: the hardware is touched only after that).
+    #[inline]
     pub(crate) fn ops_in_flight(&self) -> bool {
-        self.occupied_slots().any(Slot::ops_pending)
+        self.ops_slots != 0
+    }
+
+    /// Slot `index`'s operations or gate changed; `was` is whether it had operations
+    /// pending before ([`Slot::ops_pending`]).
+    #[inline]
+    pub(crate) fn ops_changed(&mut self, index: usize, was: bool) {
+        let pending = self.slots.get(index).is_some_and(Slot::ops_pending);
+        match (was, pending) {
+            (false, true) => self.ops_slots = self.ops_slots.saturating_add(1),
+            (true, false) => self.ops_slots = self.ops_slots.saturating_sub(1),
+            _ => {}
+        }
     }
 
     /// Whether every client has detached: only free and revoked slots, nothing in flight.

@@ -116,14 +116,17 @@ impl<const C: usize, const P: usize> Device<C, P> {
     }
 
     /// Tell every active client `event`. A client that can take it now is told in place
-    /// (`tell_now`); the callbacks' deadlines, all the same, are added once at the end.
+    /// (`tell`); the callbacks' deadlines, all the same, are added once at the end.
     pub(super) fn notify_active<const Q: usize>(&mut self, cx: &mut Ctx<'_, Q>, event: Event) {
         let mut told: u16 = 0;
         for index in self.registry.occupied() {
-            if !self.registry.slot(index).is_some_and(Slot::is_active) {
+            let Some(slot) = self.registry.slots.get_mut(index) else {
+                continue;
+            };
+            if !slot.is_active() {
                 continue;
             }
-            if event != Event::Reset && self.tell_now(cx, index, event).is_some() {
+            if event != Event::Reset && tell(cx, index, slot, event).is_some() {
                 told += 1;
             } else {
                 self.notify(cx, index, event);
@@ -132,29 +135,48 @@ impl<const C: usize, const P: usize> Device<C, P> {
         self.earliest.add_n(callback_due(cx.config, cx.now), told);
     }
 
-    /// Hand `event` to the client in slot `index` at once if it can take it now
-    /// (`Slot::can_take_now`), as `notify` does, except that its callback's deadline (and,
-    /// with a `RESET`, its answer's) is the caller's to add: clients told by one input
-    /// share them, so they are added once for all. The client's kind if it was told; if
-    /// not, the caller goes through `notify`.
+    /// The end of a cycle in one pass over the clients: every active client's role goes
+    /// back to idle and it is told the end, as `set_roles` then `notify_active` would
+    /// (telling reads no role). With `reset_end` the cycle reset the hardware: every
+    /// interface is stale and the clients are told `RESET_END`; without, `Recovered`.
+    /// Inlined on a hosted target, where each caller names `reset_end` so the loop tests
+    /// it for no client; a bare-metal build keeps one copy.
     #[cfg_attr(not(target_os = "none"), inline(always))]
-    pub(super) fn tell_now<const Q: usize>(
+    #[cfg_attr(target_os = "none", inline(never))]
+    pub(super) fn end_cycle_notify<const Q: usize>(
         &mut self,
         cx: &mut Ctx<'_, Q>,
-        index: usize,
-        event: Event,
-    ) -> Option<ClientKind> {
-        let slot = self.registry.slots.get_mut(index)?;
-        if !slot.can_take_now() {
-            return None;
+        reset_end: bool,
+    ) {
+        let epoch = self.epoch;
+        let event = if reset_end {
+            Event::ResetEnd { epoch }
+        } else {
+            Event::Recovered { epoch }
+        };
+        let mut told: u16 = 0;
+        for index in self.registry.occupied() {
+            let Some(slot) = self.registry.slots.get_mut(index) else {
+                continue;
+            };
+            let ClientState::Active { role, fresh, .. } = &mut slot.state else {
+                continue;
+            };
+            if *role == Role::Voting {
+                // A voter's answer deadline goes.
+                self.earliest.invalidate();
+            }
+            *role = Role::Idle;
+            if reset_end {
+                *fresh = false;
+            }
+            if tell(cx, index, slot, event).is_some() {
+                told += 1;
+            } else {
+                self.notify(cx, index, event);
+            }
         }
-        slot.callback = Some(cx.now);
-        if event == Event::Reset {
-            slot.reset_delivered = Some(cx.now);
-        }
-        let client = Registry::<C>::handle(cx.device, index, slot);
-        cx.out.push(Output::Notify { client, event });
-        Some(slot.kind)
+        self.earliest.add_n(callback_due(cx.config, cx.now), told);
     }
 
     /// Set every active client's role (and, after a completed reset, mark it stale).
@@ -183,11 +205,35 @@ impl<const C: usize, const P: usize> Device<C, P> {
         let before = self.deadlines_of(cx.config, index);
         if let Some(slot) = self.registry.slot_mut(index) {
             let client = Registry::<C>::handle(cx.device, index, slot);
+            let had_ops = slot.ops_pending();
             slot.free();
+            self.registry.ops_changed(index, had_ops);
             self.registry.mark(index, false);
             cx.out.push(Output::ClientGone { client });
         }
         self.slot_changed(cx.config, index, before);
+    }
+
+    /// A voter answered `RESET` (`needs_reset` unless it can recover): `voter_left`, then
+    /// `execute_if_quiesced`, testing the phase once.
+    #[inline(always)]
+    pub(super) fn voter_answered<const Q: usize>(
+        &mut self,
+        cx: &mut Ctx<'_, Q>,
+        needs_reset: bool,
+    ) {
+        if let Phase::Quiescing {
+            voters,
+            reset_needed,
+            ..
+        } = &mut self.phase
+        {
+            *voters = voters.saturating_sub(1);
+            *reset_needed |= needs_reset;
+            if *voters == 0 || (planted!(ResetWithOneVoterLeft) && *voters == 1) {
+                self.execute_quiesced(cx);
+            }
+        }
     }
 
     /// A voter answered, left or was revoked. Only a `CanRecover` answer leaves the
@@ -370,34 +416,35 @@ impl<const C: usize, const P: usize> Device<C, P> {
         // (and voting), so the answer meets what it met above.
         self.earliest.remove(callback_due(cx.config, called));
         slot.callback = None;
+        // The answer's own change, made here on the slot at hand (nothing the return
+        // goes on to do below reads it).
+        if let ClientState::Active {
+            role,
+            fresh,
+            cannot_pause,
+            ..
+        } = &mut slot.state
+        {
+            match answer {
+                CallbackAnswer::ResetExecute | CallbackAnswer::CanRecover => *role = Role::Acked,
+                CallbackAnswer::CannotPause => *cannot_pause = true,
+                CallbackAnswer::AcquireInterface => *fresh = true,
+            }
+        }
         if reset_answer {
             // The voter's answer deadline goes; the events its mailbox may hold hold no
             // RESET (checked above), so handing one over below moves no answer deadline.
             self.earliest.remove(voter_due(cx.config, slot));
-            if let ClientState::Active { role, .. } = &mut slot.state {
-                *role = Role::Acked;
-            }
         }
         if !slot.mailbox.is_empty() {
             self.deliver_next(cx, index);
         }
         if reset_answer {
             // Its own check: the reset runs once every voter answered.
-            self.voter_left(answer == CallbackAnswer::ResetExecute);
-            self.execute_if_quiesced(cx);
+            self.voter_answered(cx, answer == CallbackAnswer::ResetExecute);
         } else {
             // A wait the return may end.
             self.progress(cx);
-        }
-        let state = self.registry.slot_mut(index).map(|s| &mut s.state);
-        match (answer, state) {
-            (CallbackAnswer::CannotPause, Some(ClientState::Active { cannot_pause, .. })) => {
-                *cannot_pause = true;
-            }
-            (CallbackAnswer::AcquireInterface, Some(ClientState::Active { fresh, .. })) => {
-                *fresh = true;
-            }
-            _ => {}
         }
         if answer == CallbackAnswer::AcquireInterface {
             if self.fast_path {
@@ -423,10 +470,12 @@ impl<const C: usize, const P: usize> Device<C, P> {
             return Err(Error::NoFenceRequested);
         }
         let before = slot_deadlines(cx.config, slot);
+        let had_ops = slot.ops_pending();
         slot.fence_requested = false;
         slot.callback = None;
         slot.ops = 0;
         slot.gate = fast::Gate::Shut; // the fence covers the fast path too
+        self.registry.ops_changed(index, had_ops);
         self.slot_changed(cx.config, index, before);
         let Some(slot) = self.registry.slots.get(index) else {
             return Err(Error::UnknownClient);
@@ -563,7 +612,9 @@ impl<const C: usize, const P: usize> Device<C, P> {
                 if slot.ops >= OPS_PER_CLIENT {
                     return Err(Error::TooManyOperations);
                 }
+                let had_ops = slot.ops_pending();
                 slot.ops += 1;
+                self.registry.ops_changed(index, had_ops);
                 self.operations_changed();
             }
         }
@@ -587,8 +638,10 @@ impl<const C: usize, const P: usize> Device<C, P> {
         if slot.ops == 0 {
             return Err(Error::NoOperationInFlight);
         }
+        let had_ops = slot.ops_pending();
         slot.ops -= 1;
         let free = slot.state == ClientState::Unregistered && !slot.in_flight();
+        self.registry.ops_changed(index, had_ops);
         self.operations_changed();
         if free {
             self.free_slot(cx, index);
@@ -640,6 +693,30 @@ impl<const C: usize, const P: usize> Device<C, P> {
         }
         caps.ok_or(Error::NotBound)
     }
+}
+
+/// Hand `event` to the client in slot `index` at once if it can take it now
+/// (`Slot::can_take_now`), as `Device::notify` does, except that its callback's deadline
+/// (and, with a `RESET`, its answer's) is the caller's to add: clients told by one input
+/// share them, so they are added once for all. The client's kind if it was told; if not,
+/// the caller goes through `notify`.
+#[cfg_attr(not(target_os = "none"), inline(always))]
+pub(super) fn tell<const Q: usize>(
+    cx: &mut Ctx<'_, Q>,
+    index: usize,
+    slot: &mut Slot,
+    event: Event,
+) -> Option<ClientKind> {
+    if !slot.can_take_now() {
+        return None;
+    }
+    slot.callback = Some(cx.now);
+    if event == Event::Reset {
+        slot.reset_delivered = Some(cx.now);
+    }
+    let client = slot.handle(cx.device, index);
+    cx.out.push(Output::Notify { client, event });
+    Some(slot.kind)
 }
 
 /// A veto a client can raise against a PnP query.

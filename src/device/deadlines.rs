@@ -98,6 +98,13 @@ pub(super) fn unfenced_ops(slot: &Slot) -> bool {
 
 /// A device's earliest deadline, kept current input by input.
 ///
+/// It counts the deadlines at the earliest tick and, while every other deadline falls at
+/// one later tick, knows that tick too, so that when the last deadline at the earliest
+/// tick goes the next earliest is at hand without a search: a reset cycle's callbacks
+/// (all due at one tick) end before its voters' answers (due at another), and the last
+/// callback returned finds the answers' tick here. Only deadlines at a third tick make
+/// the next one unknown; it is then found again by a search (`stale`).
+///
 /// `at` means something only while `total` is above zero (it is zero otherwise, so equal
 /// states stay equal): a deadline beyond the clock's range is never counted, so every
 /// counted one is a tick, and no sentinel tick is needed. The counts never overflow: a
@@ -109,11 +116,16 @@ pub(crate) struct Earliest {
     /// The earliest deadline's tick, while `total` is above zero.
     at: u64,
     /// How many of the device's deadlines fall at `at`: when the last of them goes, the
-    /// next one is found again.
+    /// next one takes its place (or is found again).
     count: u16,
     /// How many deadlines the device waits on in all: when the last goes, there is no
     /// earliest left to find.
     total: u16,
+    /// With `two`, the tick every deadline not at `at` falls at (if there is any).
+    next: u64,
+    /// Every deadline not at `at` falls at `next`: when the last at `at` goes, the rest
+    /// are the earliest, all of them at `next`.
+    two: bool,
     /// A change not followed one by one: found again at the end of the input.
     stale: bool,
 }
@@ -123,6 +135,8 @@ impl Earliest {
         at: 0,
         count: 0,
         total: 0,
+        next: 0,
+        two: true,
         stale: false,
     };
 
@@ -136,41 +150,87 @@ impl Earliest {
     #[cfg_attr(not(target_os = "none"), inline(always))]
     pub(super) fn add(&mut self, at: Option<Tick>) {
         let Some(Tick(at)) = at else { return };
-        self.add_many_at(at, 1, 1);
+        self.add_at(at, 1);
     }
 
     /// `n` deadlines at `at` were added (clients told at once share their deadline).
     #[inline(always)]
     pub(super) fn add_n(&mut self, at: Option<Tick>, n: u16) {
         if let (Some(Tick(at)), 1..) = (at, n) {
-            self.add_many_at(at, n, n);
+            self.add_at(at, n);
         }
     }
 
-    /// `total` deadlines were added, `count` of them at `at`, the earliest of them.
-    #[inline(always)]
-    fn add_many_at(&mut self, at: u64, count: u16, total: u16) {
-        if self.total == 0 || at < self.at {
+    /// `n` (at least one) deadlines at tick `at` were added. Inlined on a hosted target;
+    /// a bare-metal build keeps one copy.
+    #[cfg_attr(not(target_os = "none"), inline(always))]
+    fn add_at(&mut self, at: u64, n: u16) {
+        if self.total == 0 {
             self.at = at;
-            self.count = count;
+            self.count = n;
+            self.two = true;
         } else if at == self.at {
-            self.count = self.count.wrapping_add(count);
+            self.count = self.count.wrapping_add(n);
+        } else if self.total == self.count {
+            // One tick so far: the two are known.
+            self.next = self.at.max(at);
+            self.two = true;
+            if at < self.at {
+                self.at = at;
+                self.count = n;
+            }
+        } else {
+            // A third tick makes the next one unknown.
+            self.two &= at == self.next;
+            if at < self.at {
+                self.two = false;
+                self.at = at;
+                self.count = n;
+            }
         }
-        self.total = self.total.wrapping_add(total);
+        self.total = self.total.wrapping_add(n);
     }
 
     /// The same starts `ticks` later (nothing, beyond the clock's range).
     fn later(self, ticks: u64) -> Earliest {
-        match self.at().and_then(|at| due(at, ticks)) {
-            Some(at) => Earliest { at: at.0, ..self },
-            None => Earliest::NONE,
+        let Some(at) = self.at().and_then(|at| due(at, ticks)) else {
+            return Earliest::NONE;
+        };
+        if !self.two || self.total == self.count {
+            return Earliest { at: at.0, ..self };
+        }
+        match due(Tick(self.next), ticks) {
+            Some(next) => Earliest {
+                at: at.0,
+                next: next.0,
+                ..self
+            },
+            // The later tick is beyond the clock's range: those deadlines are never due.
+            None => Earliest {
+                at: at.0,
+                total: self.count,
+                next: 0,
+                ..self
+            },
         }
     }
 
-    /// `other.count` deadlines at `other.at` were added.
+    /// `other`'s deadlines were added.
     fn add_many(&mut self, other: Earliest) {
-        if other.total != 0 {
-            self.add_many_at(other.at, other.count, other.total);
+        if other.total == 0 {
+            return;
+        }
+        self.add_at(other.at, other.count);
+        let rest = other.total.wrapping_sub(other.count);
+        if rest == 0 {
+            return;
+        }
+        if other.two {
+            self.add_at(other.next, rest);
+        } else {
+            // At ticks not known (each after `other.at`, so after the earliest).
+            self.two = false;
+            self.total = self.total.wrapping_add(rest);
         }
     }
 
@@ -188,9 +248,22 @@ impl Earliest {
                     ..Earliest::NONE
                 };
             } else if self.count == 0 {
-                self.stale = true;
+                self.next_in_place();
             }
         }
+    }
+
+    /// The last deadline at the earliest tick went while others remain: if they all fall
+    /// at one tick, it is the earliest now; if not, the earliest is found again.
+    #[cold]
+    fn next_in_place(&mut self) {
+        if !self.two {
+            self.stale = true;
+            return;
+        }
+        self.at = self.next;
+        self.count = self.total;
+        self.next = 0;
     }
 
     /// A slot's deadlines changed from `before` to `after` (ignored while stale: the end
@@ -214,7 +287,6 @@ impl Earliest {
         self.stale = true;
     }
 }
-
 impl<const C: usize, const P: usize> Device<C, P> {
     /// The next time this device needs an [`Input::Timeout`], if it waits on a deadline
     /// the clock can reach. O(1): the value kept by the inputs.
@@ -414,5 +486,96 @@ impl<const C: usize, const P: usize> Device<C, P> {
         self.set_roles(Role::Idle, false);
         self.fail(cx, Resources::Held, FailureCause::ClientMissedDeadline);
         self.notify_active(cx, Event::DeviceFatal);
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
+mod tests {
+    use super::*;
+    extern crate std;
+    use std::vec::Vec;
+
+    /// A reset cycle's deadlines: every callback due at one tick, every answer at a later
+    /// one. When the last callback is returned the answers' tick is the earliest at once,
+    /// with no search (a search a cycle was a twentieth of its cost at 16 clients).
+    #[test]
+    fn the_next_tick_takes_over_without_a_search() {
+        let mut e = Earliest::NONE;
+        e.add_n(Some(Tick(5_000)), 3);
+        e.add_n(Some(Tick(10_000)), 3);
+        for _ in 0..3 {
+            e.remove(Some(Tick(5_000)));
+        }
+        assert!(!e.stale, "{e:?}");
+        assert_eq!(e.at(), Some(Tick(10_000)));
+        for _ in 0..3 {
+            e.remove(Some(Tick(10_000)));
+        }
+        assert_eq!(e, Earliest::NONE);
+    }
+
+    /// Against the deadlines themselves: whatever is added and removed in whatever order,
+    /// the kept earliest is the true one unless it says it must be found again; built from
+    /// parts (`later`, `add_many`, as the search builds it) it is the true one too.
+    #[test]
+    fn the_kept_earliest_is_the_true_one_unless_stale() {
+        let mut seed = 0x2545_f491_u32;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 17;
+            seed ^= seed << 5;
+            seed
+        };
+        for _ in 0..300 {
+            let mut e = Earliest::NONE;
+            let mut all: Vec<u64> = Vec::new();
+            for _ in 0..60 {
+                let r = next();
+                if r % 3 != 0 || all.is_empty() {
+                    let at = u64::from(r % 5) * 10;
+                    let n = 1 + (r >> 8) % 3;
+                    e.add_n(Some(Tick(at)), n as u16);
+                    all.extend((0..n).map(|_| at));
+                } else {
+                    let at = all.swap_remove((r >> 8) as usize % all.len());
+                    e.remove(Some(Tick(at)));
+                }
+                if e.stale {
+                    // What the search would find: rebuilt from the deadlines.
+                    e = Earliest::NONE;
+                    for &at in &all {
+                        e.add(Some(Tick(at)));
+                    }
+                }
+                assert_eq!(e.at(), all.iter().min().map(|&t| Tick(t)), "{e:?} {all:?}");
+                assert_eq!(usize::from(e.total), all.len());
+                // Parts shifted and merged give the same earliest.
+                let (odd, even): (Vec<u64>, Vec<u64>) = all.iter().partition(|&&t| t % 20 != 0);
+                let part = |ts: &[u64]| {
+                    let mut p = Earliest::NONE;
+                    for &t in ts {
+                        p.add(Some(Tick(t)));
+                    }
+                    p.later(7)
+                };
+                let mut merged = Earliest::NONE;
+                merged.add_many(part(&odd));
+                merged.add_many(part(&even));
+                assert_eq!(merged.at(), all.iter().min().map(|&t| Tick(t + 7)));
+                assert_eq!(usize::from(merged.total), all.len());
+                // Removing every deadline of the merged one in order of tick never
+                // leaves a wrong earliest.
+                let mut sorted: Vec<u64> = all.iter().map(|t| t + 7).collect();
+                sorted.sort_unstable();
+                for (i, &t) in sorted.iter().enumerate() {
+                    merged.remove(Some(Tick(t)));
+                    if merged.stale {
+                        break;
+                    }
+                    assert_eq!(merged.at(), sorted.get(i + 1).map(|&t| Tick(t)));
+                }
+            }
+        }
     }
 }

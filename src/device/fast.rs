@@ -76,8 +76,10 @@ impl<const C: usize, const P: usize> Device<C, P> {
                 });
             }
             (Gate::Closing { .. }, true) if reopen => {
+                let had_ops = slot.ops_pending();
                 slot.gate = Gate::Open;
                 let client = Registry::<C>::handle(cx.device, index, slot);
+                self.registry.ops_changed(index, had_ops);
                 cx.out.push(Output::FastPath {
                     client,
                     gate: FastPathGate::Open { epoch },
@@ -96,10 +98,12 @@ impl<const C: usize, const P: usize> Device<C, P> {
         if slot.gate != Gate::Open {
             return;
         }
+        let had_ops = slot.ops_pending();
         slot.gate = Gate::Closing { since: cx.now };
+        let client = Registry::<C>::handle(cx.device, index, slot);
+        self.registry.ops_changed(index, had_ops);
         // Its deadline joins the device's (found again at the input's end).
         self.earliest.invalidate();
-        let client = Registry::<C>::handle(cx.device, index, slot);
         cx.out.push(Output::FastPath {
             client,
             gate: FastPathGate::Close,
@@ -161,6 +165,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
         if !matches!(slot.gate, Gate::Closing { .. }) {
             return Err(Error::FastPathNotClosing);
         }
+        let had_ops = slot.ops_pending();
         slot.gate = Gate::Shut;
         self.earliest.invalidate();
         let carried = if planted!(CloseDropsCarriedOperations) {
@@ -172,6 +177,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
         let state = slot.state;
         let unfenced = slot.ops_pending() && !slot.fence_requested;
         let gone = state == ClientState::Unregistered && !slot.in_flight();
+        self.registry.ops_changed(index, had_ops);
         if carried > 0 {
             // Rule (I13): the carried operations' deadline counts from this answer.
             self.drain_waits_from(cx);

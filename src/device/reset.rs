@@ -162,7 +162,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
         }
         // One pass: every active client votes and is told `RESET` (as `set_roles` then
         // `notify_active` would: telling a client reads no role).
-        // A voter that can take its RESET now is told in place (`tell_now`); its callback's
+        // A voter that can take its RESET now is told in place (`tell`); its callback's
         // and its answer's deadlines, the same for every such voter of its kind, are added
         // once at the end.
         let mut voters = 0usize;
@@ -175,13 +175,15 @@ impl<const C: usize, const P: usize> Device<C, P> {
                 continue;
             };
             *role = Role::Voting;
-            // Its answer deadline begins when this cycle's RESET is delivered.
-            slot.reset_delivered = None;
             voters += 1;
-            match self.tell_now(cx, index, Event::Reset) {
+            match clients::tell(cx, index, slot, Event::Reset) {
                 Some(ClientKind::Trusted) => told[0] += 1,
                 Some(ClientKind::Untrusted) => told[1] += 1,
-                None => self.notify(cx, index, Event::Reset),
+                None => {
+                    // Its answer deadline begins when this cycle's RESET is delivered.
+                    slot.reset_delivered = None;
+                    self.notify(cx, index, Event::Reset);
+                }
             }
         }
         let [trusted, untrusted] = told;
@@ -233,10 +235,9 @@ impl<const C: usize, const P: usize> Device<C, P> {
         let grouped = self.group.group.is_some();
         if !reset_needed && !grouped {
             // I3: every voter can recover: the cycle ends without a reset, same epoch.
-            self.set_roles(Role::Idle, false);
             let epoch = self.epoch;
             self.set_phase(cx, Phase::Running);
-            self.notify_active(cx, Event::Recovered { epoch });
+            self.end_cycle_notify(cx, false);
             cx.cycle_finished(CycleOutcome::Recovered(epoch));
             self.sleep_if_deferred(cx);
             return;
@@ -292,8 +293,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
         if let ClientState::Active { role, .. } = &mut slot.state {
             *role = Role::Acked;
         }
-        self.voter_left(needs_reset);
-        self.execute_if_quiesced(cx);
+        self.voter_answered(cx, needs_reset);
         Ok(())
     }
 
@@ -315,12 +315,14 @@ impl<const C: usize, const P: usize> Device<C, P> {
             // `request_reset` refused any cycle that would overflow the epoch.
             self.epoch = Epoch(self.epoch.0.saturating_add(1));
         }
-        self.set_roles(Role::Idle, succeeded);
         let removal = match then {
             AfterReset::Remove(token) => Some(Some(token)),
             _ if cx.unloading => Some(None),
             _ => None,
         };
+        if removal.is_some() || !succeeded {
+            self.set_roles(Role::Idle, succeeded);
+        }
         if let Some(token) = removal {
             let outcome = if succeeded {
                 CycleOutcome::AbortedByRemove
@@ -348,7 +350,8 @@ impl<const C: usize, const P: usize> Device<C, P> {
             return Ok(());
         }
         let epoch = self.epoch;
-        self.notify_active(cx, Event::ResetEnd { epoch });
+        // Roles back to idle, interfaces stale, and `RESET_END`, in one pass.
+        self.end_cycle_notify(cx, true);
         cx.cycle_finished(CycleOutcome::Completed(epoch));
         self.set_phase(cx, Phase::Running);
         if then == AfterReset::FollowUp {
