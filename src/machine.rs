@@ -456,6 +456,26 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Lifecycle<D
         self.outputs.pop()
     }
 
+    /// Hand every queued output to `sink`, oldest first: the outputs
+    /// [`poll_output`](Self::poll_output) would give one by one, read in one pass. For an
+    /// owner that arms its timer elsewhere; [`drain`](Self::drain) also says when to wake.
+    ///
+    /// ```
+    /// use pnp_lifecycle::*;
+    /// let mut m: Lifecycle<1, 2, 1, { queue_capacity(1, 2) }> = Lifecycle::new(Config::DEFAULT);
+    /// m.add_device(Tick(0), DeviceId(0))?;
+    /// m.start(Tick(0), DeviceId(0), RequestToken(1))?;
+    /// let mut seen = Vec::new();
+    /// m.drain_outputs(|o| seen.push(o));
+    /// assert_eq!(seen, [Output::Hardware { device: DeviceId(0), command: HardwareCommand::Start }]);
+    /// assert_eq!(m.poll_output(), None);
+    /// # Ok::<(), Error>(())
+    /// ```
+    #[inline]
+    pub fn drain_outputs(&mut self, sink: impl FnMut(Output)) {
+        self.outputs.drain(sink);
+    }
+
     /// The outputs queued, oldest first, without taking them.
     pub fn pending_outputs(&self) -> impl Iterator<Item = &Output> {
         self.outputs.iter()
