@@ -87,8 +87,14 @@ impl<const Q: usize> OutputQueue<Q> {
 
     #[inline]
     pub(crate) fn push(&mut self, output: Output) {
-        let index = self.at(self.len);
-        match self.buf.get_mut(index) {
+        // The ring's end tested once: below it the index needs no other bound.
+        let index = self.head + self.len;
+        let entry = if index < Q {
+            self.buf.get_mut(index)
+        } else {
+            self.buf.get_mut(index - Q)
+        };
+        match entry {
             Some(entry) if self.len < Q => {
                 *entry = output;
                 self.len += 1;
