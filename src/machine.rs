@@ -3,7 +3,7 @@
 use crate::device::{Ctx, Device};
 use crate::queue::OutputQueue;
 use crate::registry::ClientState;
-use crate::table::{disposition, Disposition, InputKind, PhaseKind};
+use crate::table::{disposition, front_admits, Disposition, InputKind, PhaseKind};
 use crate::types::*;
 
 mod groups;
@@ -206,38 +206,79 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Lifecycle<D
     // method, an owner's handler for one kind of event), its table column and its arm of
     // the dispatch are known there and fold away; the call into here and its result's
     // trip through memory had cost a fifth of a client input.
+    //
+    // The fast path: a device input whose table cell is known to be handled or deferred
+    // from the device's front row alone (`table::FRONT`: the device in no reset group, the
+    // driver loaded, no pending query's answer, no membership change). Everything else,
+    // and every planted fault, takes the full front end (`handle_slow`), which ends by
+    // rewriting every device's row.
     #[inline(always)]
     fn handle_inner(&mut self, now: Tick, input: Input) -> Result<Reply, Error> {
-        // One test of the driver's phase while loaded (the common case): the front end
-        // then knows the driver is not unloading, and skips the unload fence after it.
-        // (A bare-metal build keeps its one test of each: the split costs code there.)
-        #[cfg(target_os = "none")]
-        if self.driver == DriverPhase::Unloaded {
-            return Err(Error::Unloaded);
+        // Every row is current (a test build checks it before every input).
+        debug_assert!(self
+            .devices
+            .iter()
+            .all(|d| d.front == d.front_row(self.driver != DriverPhase::Loaded)));
+        let kind = input.kind();
+        let Some(device_id) = input.device() else {
+            return self.handle_slow(now, input);
+        };
+        let Some(device) = self
+            .devices
+            .get_mut(usize::from(device_id.0))
+            .filter(|d| !cfg!(pnp_faults) && front_admits(kind, d.front))
+        else {
+            return self.handle_slow(now, input);
+        };
+        // Rule: time never goes backwards; a refused input changes nothing, not even time.
+        if now < self.now {
+            return Err(Error::TimeWentBackwards { last: self.now });
         }
-        #[cfg(target_os = "none")]
-        return self.handle_front(now, input, self.driver == DriverPhase::Unloading);
-        #[cfg(not(target_os = "none"))]
-        if self.driver != DriverPhase::Loaded {
-            return self.handle_while_unloading(now, input);
+        let needed = Self::DEVICE_INPUT_OUTPUTS;
+        if self.outputs.free() < needed {
+            return Err(Error::OutputBacklog {
+                needed: u16::try_from(needed).unwrap_or(u16::MAX),
+            });
         }
-        #[cfg(not(target_os = "none"))]
-        self.handle_front(now, input, false)
+        let mut cx = Ctx {
+            device: device_id,
+            now,
+            config: &self.config,
+            unloading: false,
+            out: &mut self.outputs,
+            group_blocker: None,
+        };
+        // The handler's result is returned as it is: unwrapping it with `?` and wrapping the
+        // reply again moved both through memory (a twentieth of a client input).
+        let result = dispatch(device, &mut cx, input);
+        if result.is_ok() {
+            if device.gates_to_open {
+                device.open_gates_when_settled(&mut cx); // fast path: gates open once settled
+            }
+            self.now = now;
+        }
+        result
     }
 
-    #[cfg(not(target_os = "none"))]
+    /// The full front end: every input the fast path does not take. It rewrites every
+    /// device's front row at its end, whatever it answered (the rows follow from the
+    /// phases, the groups and the driver's phase, which only this path changes otherwise).
     #[cold]
     #[inline(never)]
-    fn handle_while_unloading(&mut self, now: Tick, input: Input) -> Result<Reply, Error> {
-        if self.driver == DriverPhase::Unloaded {
-            return Err(Error::Unloaded);
+    fn handle_slow(&mut self, now: Tick, input: Input) -> Result<Reply, Error> {
+        let result = match self.driver {
+            DriverPhase::Unloaded => Err(Error::Unloaded),
+            DriverPhase::Unloading => self.handle_front(now, input, true),
+            DriverPhase::Loaded => self.handle_front(now, input, false),
+        };
+        let unloading = self.driver != DriverPhase::Loaded;
+        for device in self.devices.iter_mut() {
+            device.front = device.front_row(unloading);
         }
-        self.handle_front(now, input, true)
+        result
     }
 
-    // `unloading`: the driver is unloading (else it is loaded). Inlined into each entry:
-    // the loaded one folds the flag away.
-    #[inline(always)]
+    // `unloading`: the driver is unloading (else it is loaded).
     fn handle_front(&mut self, now: Tick, input: Input, unloading: bool) -> Result<Reply, Error> {
         // Rule: time never goes backwards; a refused input changes nothing, not even time.
         if now < self.now {
@@ -307,18 +348,12 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Lifecycle<D
             out: &mut self.outputs,
             group_blocker: None,
         };
-        // The handler's result is returned as it is: unwrapping it with `?` and wrapping the
-        // reply again moved both through memory (a twentieth of a client input).
         let result = dispatch(device, &mut cx, input);
         if result.is_ok() {
             if device.gates_to_open {
                 device.open_gates_when_settled(&mut cx); // fast path: gates open once settled
             }
             self.now = now;
-            // (A bare-metal build reads the phase again: shorter than keeping the flag.)
-            #[cfg(target_os = "none")]
-            self.finish_unload_if_done();
-            #[cfg(not(target_os = "none"))]
             if unloading {
                 self.finish_unload_if_all_absent();
             }
@@ -419,6 +454,26 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Lifecycle<D
     #[must_use = "an output dropped is work the owner never does: carry it out"]
     pub fn poll_output(&mut self) -> Option<Output> {
         self.outputs.pop()
+    }
+
+    /// Hand every queued output to `sink`, oldest first: the outputs
+    /// [`poll_output`](Self::poll_output) would give one by one, read in one pass. For an
+    /// owner that arms its timer elsewhere; [`drain`](Self::drain) also says when to wake.
+    ///
+    /// ```
+    /// use pnp_lifecycle::*;
+    /// let mut m: Lifecycle<1, 2, 1, { queue_capacity(1, 2) }> = Lifecycle::new(Config::DEFAULT);
+    /// m.add_device(Tick(0), DeviceId(0))?;
+    /// m.start(Tick(0), DeviceId(0), RequestToken(1))?;
+    /// let mut seen = Vec::new();
+    /// m.drain_outputs(|o| seen.push(o));
+    /// assert_eq!(seen, [Output::Hardware { device: DeviceId(0), command: HardwareCommand::Start }]);
+    /// assert_eq!(m.poll_output(), None);
+    /// # Ok::<(), Error>(())
+    /// ```
+    #[inline]
+    pub fn drain_outputs(&mut self, sink: impl FnMut(Output)) {
+        self.outputs.drain(sink);
     }
 
     /// The outputs queued, oldest first, without taking them.

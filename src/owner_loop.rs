@@ -171,14 +171,8 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Lifecycle<D
     /// # Ok::<(), Error>(())
     /// ```
     #[must_use = "arm the owner's timer at the returned time (feed `Input::Timeout` then)"]
-    pub fn drain(&mut self, mut sink: impl FnMut(Output)) -> Option<Tick> {
-        self.drain_outputs(&mut sink);
+    pub fn drain(&mut self, sink: impl FnMut(Output)) -> Option<Tick> {
+        self.drain_outputs(sink);
         self.poll_timeout()
-    }
-
-    fn drain_outputs(&mut self, sink: &mut impl FnMut(Output)) {
-        while let Some(output) = self.poll_output() {
-            sink(output);
-        }
     }
 }

@@ -87,8 +87,14 @@ impl<const Q: usize> OutputQueue<Q> {
 
     #[inline]
     pub(crate) fn push(&mut self, output: Output) {
-        let index = self.at(self.len);
-        match self.buf.get_mut(index) {
+        // The ring's end tested once: below it the index needs no other bound.
+        let index = self.head + self.len;
+        let entry = if index < Q {
+            self.buf.get_mut(index)
+        } else {
+            self.buf.get_mut(index - Q)
+        };
+        match entry {
             Some(entry) if self.len < Q => {
                 *entry = output;
                 self.len += 1;
@@ -106,6 +112,36 @@ impl<const Q: usize> OutputQueue<Q> {
         self.head = self.at(1);
         self.len -= 1;
         output
+    }
+
+    /// Hand every queued output to `sink`, oldest first, and empty the queue. The outputs
+    /// are read in order with no index kept per output: one run of the ring, or two where
+    /// they wrap past its end (after a drain the next push starts at its first slot, so an
+    /// owner that drains after every input never wraps).
+    #[inline]
+    pub(crate) fn drain(&mut self, mut sink: impl FnMut(Output)) {
+        if self.len == 0 {
+            return; // most inputs of a cycle queue nothing
+        }
+        if let Some(run) = self.buf.get(self.head..self.head + self.len) {
+            for output in run {
+                sink(*output);
+            }
+        } else {
+            self.drain_wrapped(&mut sink);
+        }
+        self.head = 0;
+        self.len = 0;
+    }
+
+    /// `drain` where the outputs wrap past the end of the ring.
+    #[cold]
+    fn drain_wrapped(&self, sink: &mut impl FnMut(Output)) {
+        let (start, from_head) = self.buf.split_at(self.head.min(Q));
+        let rest = self.len.saturating_sub(from_head.len());
+        for output in from_head.iter().chain(start.iter().take(rest)) {
+            sink(*output);
+        }
     }
 
     pub(crate) fn iter(&self) -> impl Iterator<Item = &Output> {
@@ -194,6 +230,38 @@ mod tests {
         assert!(overflowed != full, "same outputs, one lost");
         full.pop();
         assert!(full != overflowed);
+    }
+
+    /// A drain hands over the queued outputs in order, across the ring's end too, and
+    /// leaves an empty queue that takes outputs again.
+    #[test]
+    fn drain_hands_over_every_output_in_order_across_the_end_of_the_ring() {
+        extern crate std;
+        use std::vec::Vec;
+        let mut q = OutputQueue::<3>::new();
+        q.push(hw(HardwareCommand::PowerUp));
+        q.push(hw(HardwareCommand::PowerUp));
+        q.pop();
+        q.pop();
+        q.push(hw(HardwareCommand::Start)); // the ring's last slot
+        q.push(hw(HardwareCommand::Reset)); // its first
+        q.push(hw(HardwareCommand::PowerDown));
+        let mut seen = Vec::new();
+        q.drain(|o| seen.push(o));
+        assert_eq!(
+            seen,
+            [
+                hw(HardwareCommand::Start),
+                hw(HardwareCommand::Reset),
+                hw(HardwareCommand::PowerDown)
+            ]
+        );
+        assert_eq!(q.len(), 0);
+        assert_eq!(q.pop(), None);
+        q.drain(|_| unreachable!("an empty queue hands over nothing"));
+        q.push(hw(HardwareCommand::Start));
+        assert_eq!(q.pop(), Some(hw(HardwareCommand::Start)));
+        assert_eq!(q.overflowed(), 0);
     }
 
     /// `Debug` (what a failing test and the recorder print) lists the queued outputs in

@@ -298,3 +298,78 @@ pub fn disposition(phase: PhaseKind, input: InputKind) -> Disposition {
         .copied()
         .unwrap_or(Disposition::Handle)
 }
+
+/// The front end's row of a device that takes the full front end whatever its input: a
+/// member of a reset group, any device while the driver unloads or once it unloaded (see
+/// [`FRONT`]). No input's mask has its bit.
+pub(crate) const SLOW_ROW: u8 = 31;
+
+/// The inputs a client gives during a power transition run for a pending query: their
+/// answer may be that query's (`Device::refused_for_pending_query`), so they take the full
+/// front end in the powering rows.
+pub(crate) const PENDING_QUERY_INPUTS: [InputKind; 8] = [
+    InputKind::Register,
+    InputKind::AcquireInterface,
+    InputKind::ResetRequest,
+    InputKind::Hold,
+    InputKind::ReleaseHold,
+    InputKind::Access,
+    InputKind::CannotPause,
+    InputKind::CanPause,
+];
+
+/// By input kind, a mask of front rows (bit `PhaseKind as u8`; a device's row is its
+/// phase's kind or [`SLOW_ROW`]): whether the front end may run the input's handler at once,
+/// its table cell being [`Disposition::Handle`] or [`Disposition::Defer`] and nothing else
+/// to decide (the device in no reset group, the driver loaded, no pending query's answer to
+/// give, no membership change). Every other pair takes the full front end, which reads
+/// [`TABLE`] itself; so this decides nothing the table does not: it only says where the
+/// answer is known without looking further. Derived from [`TABLE`] at compile time.
+#[allow(clippy::indexing_slicing)]
+pub(crate) const FRONT: [u32; DEVICE_INPUTS] = {
+    let mut front = [0; DEVICE_INPUTS];
+    let mut k = 0;
+    while k < DEVICE_INPUTS {
+        let membership =
+            k == InputKind::JoinResetGroup as usize || k == InputKind::LeaveResetGroup as usize;
+        let mut pending_query_input = false;
+        let mut q = 0;
+        while q < PENDING_QUERY_INPUTS.len() {
+            if PENDING_QUERY_INPUTS[q] as usize == k {
+                pending_query_input = true;
+            }
+            q += 1;
+        }
+        let mut row = 0;
+        while row < PhaseKind::COUNT {
+            let powering = matches!(
+                TABLE[row].phase,
+                PhaseKind::PoweringDown | PhaseKind::PoweringUp
+            );
+            if matches!(
+                TABLE[row].inputs[k],
+                Disposition::Handle | Disposition::Defer
+            ) && !membership
+                && !(powering && pending_query_input)
+            {
+                front[k] |= 1 << row;
+            }
+            row += 1;
+        }
+        k += 1;
+    }
+    front
+};
+
+// Every phase kind has its bit, below the slow row's.
+const _: () = assert!(PhaseKind::COUNT < SLOW_ROW as usize);
+
+/// Whether the front end may run a device input of `kind` at once on a device whose front
+/// row is `row` (see [`FRONT`]); `false` for anything else. (The shift takes `row` modulo
+/// 32, as the machine's shift does: no row reaches 32.)
+#[inline(always)]
+pub(crate) fn front_admits(kind: InputKind, row: u8) -> bool {
+    FRONT
+        .get(kind as usize)
+        .is_some_and(|rows| rows.wrapping_shr(u32::from(row)) & 1 != 0)
+}

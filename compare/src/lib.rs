@@ -4,8 +4,8 @@
 //! reacquires.
 //!
 //! The peers are driven exactly as their own `main.rs` drive them. `pnp-lifecycle` is
-//! driven with its whole owner contract: `handle(now, input)` and a drain of
-//! `poll_output` after every input, every `Notify` answered by a `CallbackDone` (one
+//! driven with its whole owner contract: `handle(now, input)` and a drain of every output
+//! (`drain_outputs`, the outputs `poll_output` gives one by one) after every input, every `Notify` answered by a `CallbackDone` (one
 //! callback in flight per client: the next `Notify` comes out of the `CallbackDone` that
 //! returns the previous one), a `ResetExecute` from every client, the
 //! `Hardware { Reset }` command answered by `ResetDone`, an `AcquireInterface` from every
@@ -65,8 +65,8 @@ fn refused(e: pnp_lifecycle::Error) -> ! {
 }
 
 /// The owner: the machine and what the owner has been told. With `POLL`, it also asks
-/// [`Lifecycle::poll_timeout`] after every drain, as the README's owner loop does (to arm
-/// its timer). With `WITH`, each client's answer travels with its callback's return
+/// when to arm its timer after every drain ([`Lifecycle::drain`], whose answer is
+/// [`Lifecycle::poll_timeout`]'s), as the README's owner loop does. With `WITH`, each client's answer travels with its callback's return
 /// ([`Input::CallbackDoneWith`]: `RESET` returns with `ResetExecute`, `RESET_END` with
 /// `AcquireInterface`), one input where the plain owner feeds two.
 struct Owner<const C: usize, const Q: usize, const POLL: bool = false, const WITH: bool = false> {
@@ -94,25 +94,29 @@ impl<const C: usize, const Q: usize, const POLL: bool, const WITH: bool> Owner<C
         reply
     }
 
+    /// Carry out every queued output (`Lifecycle::drain_outputs`, or with `POLL` the owner
+    /// loop's `Lifecycle::drain`, which also says when to arm the timer).
     #[inline]
     fn drain(&mut self) {
-        while let Some(out) = self.m.poll_output() {
-            match out {
-                // The owner calls the client's callback here, outside any lock; the
-                // client returns it with `CallbackDone`.
-                Output::Notify { .. } => self.counts.notifications += 1,
-                Output::Hardware {
-                    command: HardwareCommand::Reset,
-                    ..
-                } => {
-                    self.counts.resets += 1;
-                    self.reset_commanded = true;
-                }
-                _ => self.counts.other_outputs += 1,
+        let counts = &mut self.counts;
+        let reset_commanded = &mut self.reset_commanded;
+        let sink = |out| match out {
+            // The owner calls the client's callback here, outside any lock; the
+            // client returns it with `CallbackDone`.
+            Output::Notify { .. } => counts.notifications += 1,
+            Output::Hardware {
+                command: HardwareCommand::Reset,
+                ..
+            } => {
+                counts.resets += 1;
+                *reset_commanded = true;
             }
-        }
+            _ => counts.other_outputs += 1,
+        };
         if POLL {
-            black_box(self.m.poll_timeout());
+            black_box(self.m.drain(sink));
+        } else {
+            self.m.drain_outputs(sink);
         }
     }
 

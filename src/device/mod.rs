@@ -96,6 +96,11 @@ pub(crate) struct Device<const C: usize, const P: usize> {
     pub(crate) gates_to_open: bool,
     /// Its reset group and its part in the group's cycle (see `group`).
     pub(crate) group: group::Member,
+    /// The front end's row for this device ([`crate::table::FRONT`]): its phase's kind,
+    /// or [`crate::table::SLOW_ROW`] while it is in a reset group or the driver unloads.
+    /// `set_phase` writes the kind (an input on the fast path never joins a group nor
+    /// begins unload); the machine rewrites every row after any other input.
+    pub(crate) front: u8,
 }
 
 impl<const C: usize, const P: usize> Device<C, P> {
@@ -111,6 +116,17 @@ impl<const C: usize, const P: usize> Device<C, P> {
             fast_path: false,
             gates_to_open: false,
             group: group::Member::NONE,
+            front: PhaseKind::Absent as u8,
+        }
+    }
+
+    /// The front end's row that follows from the device's phase and group, and whether
+    /// the driver is `unloading` (or unloaded) (see [`Device::front`]).
+    pub(crate) fn front_row(&self, unloading: bool) -> u8 {
+        if unloading || self.group.group.is_some() {
+            crate::table::SLOW_ROW
+        } else {
+            self.phase.kind() as u8
         }
     }
 
@@ -130,7 +146,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
     /// notes that the phase's own deadline may have moved). Inlined into its callers on a
     /// hosted target (a call here was a fifth of a query stop); a bare-metal build keeps
     /// one copy, its code size being the measure there (`compare/firmware`).
-    #[cfg_attr(not(target_os = "none"), inline)]
+    #[cfg_attr(not(target_os = "none"), inline(always))]
     fn set_phase<const Q: usize>(&mut self, cx: &mut Ctx<'_, Q>, phase: Phase) {
         #[cfg(any(feature = "defmt", feature = "log"))]
         if phase.kind() != self.phase.kind() {
@@ -146,6 +162,8 @@ impl<const C: usize, const P: usize> Device<C, P> {
         if phase.waits() || self.phase.waits() {
             self.earliest.invalidate();
         }
+        // Right on the fast path; any other input rewrites it at its end.
+        self.front = phase.kind() as u8;
         if !self.fast_path {
             self.phase = phase;
             return;
@@ -268,19 +286,8 @@ impl<const C: usize, const P: usize> Device<C, P> {
     /// its state, where its row refuses it.
     #[cold]
     pub(crate) fn refused_for_pending_query(&self, input: InputKind) -> Option<Error> {
-        use InputKind::*;
         let phase = self.phase.query_pending()?.phase();
-        let client_input = matches!(
-            input,
-            Register
-                | AcquireInterface
-                | ResetRequest
-                | Hold
-                | ReleaseHold
-                | Access
-                | CannotPause
-                | CanPause
-        );
+        let client_input = crate::table::PENDING_QUERY_INPUTS.contains(&input);
         (client_input
             && crate::table::disposition(phase, input) == crate::table::Disposition::Refuse)
             .then_some(Error::InvalidState { phase, input })
