@@ -15,7 +15,12 @@ type Three = Owner<3, 4, 2, { queue_capacity(3, 4) }>;
 
 /// Devices A and B started in group G, one trusted client each; a third device alone.
 fn group() -> (Three, ClientHandle, ClientHandle) {
-    let mut o = Three::new(Config::DEFAULT);
+    group_with(Config::DEFAULT)
+}
+
+/// [`group`] under `config`.
+fn group_with(config: Config) -> (Three, ClientHandle, ClientHandle) {
+    let mut o = Three::new(config);
     o.started(A, false);
     o.started(B, false);
     o.ok(Input::JoinResetGroup {
@@ -758,23 +763,17 @@ fn every_path_to_absent_leaves_the_group_and_a_re_added_device_joins_it_again() 
     }
 }
 
-/// I12 per group: a member whose trusted voter overran under `FailDevice` fails and leaves
-/// the cycle, but the group's reset still touches its hardware: the reset waits until the
-/// operation its fenced client had in flight has ended (found by the fuzz smoke).
-#[test]
-fn a_member_that_failed_mid_cycle_holds_the_groups_reset_until_its_fence_is_done() {
-    let config = Config {
-        trusted_policy: TrustedTimeoutPolicy::FailDevice,
-        ..Config::DEFAULT
-    };
-    let mut o = Three::new(config);
-    o.started(A, false);
-    o.started(B, false);
-    for device in [A, B] {
-        o.ok(Input::JoinResetGroup { device, group: G });
-    }
-    let a = o.register(A, ClientKind::Trusted);
-    let b = o.register(B, ClientKind::Trusted);
+/// Trusted clients that miss a deadline fail their device.
+const FAIL_DEVICE: Config = Config {
+    trusted_policy: TrustedTimeoutPolicy::FailDevice,
+    ..Config::DEFAULT
+};
+
+/// A's client holds a hardware operation when B's client asks for the group's reset; B's
+/// voter answers, A's never returns its `RESET`: under `FailDevice` A fails and leaves the
+/// cycle, its client fenced with the operation still in flight, B quiesced and waiting.
+fn a_failed_with_an_operation_in_flight() -> (Three, ClientHandle, ClientHandle) {
+    let (mut o, a, b) = group_with(FAIL_DEVICE);
     let granted = o.step(Input::Access {
         client: a,
         epoch: Epoch(0),
@@ -802,6 +801,15 @@ fn a_member_that_failed_mid_cycle_holds_the_groups_reset_until_its_fence_is_done
     );
     assert_eq!(o.phase(A), PhaseKind::Failed);
     assert_eq!(o.phase(B), PhaseKind::Quiescing);
+    (o, a, b)
+}
+
+/// I12 per group: a member whose trusted voter overran under `FailDevice` fails and leaves
+/// the cycle, but the group's reset still touches its hardware: the reset waits until the
+/// operation its fenced client had in flight has ended (found by the fuzz smoke).
+#[test]
+fn a_member_that_failed_mid_cycle_holds_the_groups_reset_until_its_fence_is_done() {
+    let (mut o, a, _) = a_failed_with_an_operation_in_flight();
     // The fence is done: the operation has ended, the one reset goes through B.
     assert_eq!(
         o.ok(Input::FenceDone { client: a }),
@@ -816,18 +824,7 @@ fn a_member_that_failed_mid_cycle_holds_the_groups_reset_until_its_fence_is_done
 /// remove-pending).
 #[test]
 fn a_member_that_failed_then_got_a_query_remove_ends_the_groups_cycle_without_a_reset() {
-    let config = Config {
-        trusted_policy: TrustedTimeoutPolicy::FailDevice,
-        ..Config::DEFAULT
-    };
-    let mut o = Three::new(config);
-    o.started(A, false);
-    o.started(B, false);
-    for device in [A, B] {
-        o.ok(Input::JoinResetGroup { device, group: G });
-    }
-    let a = o.register(A, ClientKind::Trusted);
-    let b = o.register(B, ClientKind::Trusted);
+    let (mut o, a, b) = group_with(FAIL_DEVICE);
     assert_eq!(
         o.ok(Input::ResetRequest { client: a }),
         vec![notify(a, Event::Reset), notify(b, Event::Reset)]
