@@ -818,6 +818,66 @@ fn a_member_that_failed_mid_cycle_holds_the_groups_reset_until_its_fence_is_done
     assert_eq!(o.phase(B), PhaseKind::Executing);
 }
 
+/// The group's deadline passes while a failed member's fence still holds the reset: the
+/// cycle ends naming that member, the one the reset waited for, not B (ready since its
+/// voter answered).
+#[test]
+fn the_groups_deadline_names_the_failed_member_whose_fence_holds_the_reset() {
+    let (mut o, a, b) = a_failed_with_an_operation_in_flight();
+    let due = o.m.group_cycle(G).flatten();
+    assert_eq!(due, Some(Tick(FAIL_DEVICE.group_cycle_timeout())));
+    assert_eq!(o.m.poll_timeout(), due);
+    let out = o.fire_timeout();
+    assert_eq!(
+        out,
+        vec![
+            notify(b, Event::Recovered { epoch: Epoch(0) }),
+            cycle(B, cannot(A, CannotResetReason::DeadlinePassed)),
+        ]
+    );
+    assert_eq!(o.m.group_cycle(G), None);
+    assert_eq!(o.phase(A), PhaseKind::Failed);
+    assert_eq!(o.phase(B), PhaseKind::Running);
+    // The fence done later commands nothing: the cycle is over.
+    assert_eq!(o.ok(Input::FenceDone { client: a }), vec![]);
+}
+
+/// A member that failed with nothing in flight holds nothing back: when the group's
+/// deadline passes, the cycle ends naming the member still waited for (B, whose power-up
+/// was never reported), not the failed one before it.
+#[test]
+fn the_groups_deadline_names_the_member_still_waited_for_not_one_that_failed_idle() {
+    let (mut o, a, b) = group_with(FAIL_DEVICE);
+    let t = o.token();
+    o.ok(Input::PowerDown {
+        device: B,
+        kind: PowerDownKind::Idle,
+        token: t,
+    });
+    o.ok(Input::CallbackDone { client: b });
+    o.ok(Input::PowerDownDone { device: B });
+    assert_eq!(
+        o.ok(Input::ResetRequest { client: a }),
+        vec![notify(a, Event::Reset), at(B, HardwareCommand::PowerUp)]
+    );
+    // A's voter never returns its RESET: A fails, with no operation in flight.
+    let out = o.fire_timeout();
+    assert!(out.contains(&Output::DeviceFailed {
+        device: A,
+        cause: FailureCause::ClientMissedDeadline
+    }));
+    assert_eq!(o.phase(A), PhaseKind::Failed);
+    // B's power-up is never reported: the group's deadline ends the cycle.
+    let due = Tick(FAIL_DEVICE.group_cycle_timeout());
+    assert_eq!(o.m.group_cycle(G), Some(Some(due)));
+    assert_eq!(o.m.poll_timeout(), Some(due));
+    assert_eq!(
+        o.fire_timeout(),
+        vec![cycle(B, cannot(B, CannotResetReason::DeadlinePassed))]
+    );
+    assert_eq!(o.m.group_cycle(G), None);
+}
+
 /// A member that failed mid-cycle and left it, then had a query remove accepted, is a
 /// member no cycle could begin with: the group's cycle ends without its reset, naming it
 /// (found by the fuzz smoke: the reset went through the other member while this one was
