@@ -396,6 +396,40 @@ fn a_member_in_an_idle_power_down_is_powered_up_first() {
     );
 }
 
+/// A member powered up for the group's cycle whose hardware lost its state: the power-up
+/// ends like a reset of its own (epoch 1), yet the group's one reset still resets it, so
+/// it takes part again: its voter is told `RESET` and the reset waits for its answer.
+#[test]
+fn a_member_back_from_a_lost_state_power_up_takes_part_in_the_groups_reset() {
+    let (mut o, a, b) = group();
+    let t = o.token();
+    o.ok(Input::PowerDown {
+        device: B,
+        kind: PowerDownKind::Idle,
+        token: t,
+    });
+    o.ok(Input::CallbackDone { client: b });
+    o.ok(Input::PowerDownDone { device: B });
+    o.ok(Input::ResetRequest { client: a });
+    o.ok(Input::CallbackDone { client: a });
+    assert_eq!(o.ok(Input::ResetExecute { client: a }), vec![]);
+    let out = o.ok(Input::PowerUpDone {
+        device: B,
+        result: PowerUpResult::LostState,
+    });
+    assert!(
+        !out.contains(&at(A, HardwareCommand::Reset)),
+        "B takes part again: no reset yet: {out:?}"
+    );
+    assert_eq!(o.phase(B), PhaseKind::Quiescing);
+    o.return_callbacks(B);
+    assert_eq!(o.events_of(b).last(), Some(&Event::Reset));
+    assert_eq!(
+        o.ok(Input::ResetExecute { client: b }),
+        vec![at(A, HardwareCommand::Reset)]
+    );
+}
+
 #[test]
 fn a_member_surprise_removed_mid_cycle_leaves_it_without_blocking() {
     let (mut o, a, b) = group();
@@ -405,6 +439,26 @@ fn a_member_surprise_removed_mid_cycle_leaves_it_without_blocking() {
         o.events_of(b).last(),
         Some(&Event::Removed { surprise: true })
     );
+    assert_eq!(
+        o.ok(Input::ResetExecute { client: a }),
+        vec![at(A, HardwareCommand::Reset)]
+    );
+}
+
+/// A member that vanishes with an operation in flight leaves the cycle all the same: the
+/// reset does not wait for an operation on hardware that is gone (it holds back only a
+/// member that failed and is still there).
+#[test]
+fn a_member_surprise_removed_with_an_operation_in_flight_does_not_hold_the_reset() {
+    let (mut o, a, b) = group();
+    let granted = o.step(Input::Access {
+        client: b,
+        epoch: Epoch(0),
+        what: Access::HardwareOp,
+    });
+    assert_eq!(granted.0, Ok(Reply::AccessGranted));
+    requested(&mut o, a, b);
+    o.ok(Input::SurpriseRemoval { device: B });
     assert_eq!(
         o.ok(Input::ResetExecute { client: a }),
         vec![at(A, HardwareCommand::Reset)]

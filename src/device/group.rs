@@ -26,11 +26,11 @@ pub(crate) enum Stage {
         /// The reset was commanded through this device.
         carrier: bool,
     },
-    /// Left the cycle without vanishing (it failed mid-cycle, or its epoch could not move
-    /// on): it no longer votes, but the group's one reset still resets its function, so
-    /// its hardware operations hold that reset back (I12) and a state no cycle could begin
-    /// with ends the cycle (I8).
-    LeftSharingHardware,
+    /// Left this cycle before its reset (it failed, vanished, or its epoch could not move
+    /// on): it no longer votes. Until it vanishes it shares the hardware the group's one
+    /// reset resets, so its operations hold that reset back (I12), and a state no cycle
+    /// could begin with ends the cycle (I8); see `group_say`.
+    Left,
 }
 
 /// A device's membership and its part in the group's cycle under way.
@@ -248,13 +248,14 @@ impl<const C: usize, const P: usize> Device<C, P> {
                 self.execute_if_quiesced(cx);
                 true
             }
-            _ if self.wants_power_up_reset() => true,
+            // Running: its cycle begins; in a power state: its reset waits for the power-up
+            // (already, or from now on).
             _ => self.request_reset(cx).is_ok(),
         };
         if !begun {
             // Only an exhausted epoch refuses: no cycle runs on it, yet the group's reset
             // touches its function all the same.
-            self.group.stage = Stage::LeftSharingHardware;
+            self.group.stage = Stage::Left;
         }
         self.refresh_deadline(cx.config);
     }
@@ -278,17 +279,14 @@ impl<const C: usize, const P: usize> Device<C, P> {
     }
 
     /// Taking part, the device is no longer in the group's cycle (see
-    /// `still_in_group_cycle`): it leaves it as what it now is.
+    /// `still_in_group_cycle`): it leaves it (what it then says is `group_say`'s).
     pub(crate) fn leave_group_cycle<const Q: usize>(&mut self, cx: &mut Ctx<'_, Q>) {
-        match self.group_part() {
-            // Removed or surprise-removed: it leaves without blocking (DESIGN), and the
-            // reset never goes through it (I3).
-            Part::Vanished => self.group.leave_cycle(),
+        if matches!(self.phase, Phase::Running) {
             // Back from a power-up that lost its state (which served its own request):
             // the group's reset still touches it, so it takes part again.
-            Part::Joins if matches!(self.phase, Phase::Running) => self.join_group_cycle(cx),
-            // It failed: no voter of its own any more, but it shares the hardware.
-            _ => self.group.stage = Stage::LeftSharingHardware,
+            self.join_group_cycle(cx);
+        } else {
+            self.group.stage = Stage::Left;
         }
     }
 
@@ -304,8 +302,9 @@ impl<const C: usize, const P: usize> Device<C, P> {
                     (None, None) => Say::Quiescing,
                 }
             }
-            Stage::LeftSharingHardware => match self.group_part() {
-                // Vanished since it left: the reset no longer touches it.
+            Stage::Left => match self.group_part() {
+                // Removed or surprise-removed: it leaves without blocking (DESIGN), and the
+                // reset neither goes through it nor waits for it (I3).
                 Part::Vanished => Say::Nothing,
                 // I8: left when it failed, then a query or a stop: a cycle could not have
                 // begun with it, so it ends without the reset. Still failed, it does not:

@@ -135,8 +135,8 @@ impl<const C: usize, const P: usize, const Q: usize> GroupStep<'_, C, P, Q> {
         self.close();
     }
 
-    /// The group's cycle is over: no member is left in it (one that left it sharing the
-    /// hardware included).
+    /// The group's cycle is over: no member is left in it (nor has left it: see
+    /// [`Stage::Left`]).
     fn close(&mut self) {
         *self.cycle = None;
         self.each(|d, _| d.group.leave_cycle());
@@ -160,7 +160,7 @@ impl<const C: usize, const P: usize, const Q: usize> GroupStep<'_, C, P, Q> {
                     survey.holding.get_or_insert(member);
                 }
                 Say::HoldsReset => {
-                    survey.fenced = true;
+                    survey.left_with_operations = true;
                     survey.holding.get_or_insert(member);
                 }
                 Say::Ready { reset_needed } => {
@@ -267,7 +267,7 @@ impl<const C: usize, const P: usize, const Q: usize> GroupStep<'_, C, P, Q> {
         }
         // I12 per group: a member that left the cycle but shares the hardware ends its
         // operations, fenced or not, before the reset.
-        if survey.fenced {
+        if survey.left_with_operations {
             return;
         }
         // The one reset goes through the first member ready (none vanished: I3).
@@ -310,7 +310,7 @@ struct Survey {
     /// Some member still quiesces.
     quiescing: bool,
     /// Some member that left the cycle still has hardware operations in flight.
-    fenced: bool,
+    left_with_operations: bool,
     /// The first member holding the reset back (quiescing, or left with operations).
     holding: Option<DeviceId>,
     /// The first member ready: the reset goes through it.
