@@ -15,7 +15,12 @@ type Three = Owner<3, 4, 2, { queue_capacity(3, 4) }>;
 
 /// Devices A and B started in group G, one trusted client each; a third device alone.
 fn group() -> (Three, ClientHandle, ClientHandle) {
-    let mut o = Three::new(Config::DEFAULT);
+    group_with(Config::DEFAULT)
+}
+
+/// [`group`] under `config`.
+fn group_with(config: Config) -> (Three, ClientHandle, ClientHandle) {
+    let mut o = Three::new(config);
     o.started(A, false);
     o.started(B, false);
     o.ok(Input::JoinResetGroup {
@@ -391,6 +396,40 @@ fn a_member_in_an_idle_power_down_is_powered_up_first() {
     );
 }
 
+/// A member powered up for the group's cycle whose hardware lost its state: the power-up
+/// ends like a reset of its own (epoch 1), yet the group's one reset still resets it, so
+/// it takes part again: its voter is told `RESET` and the reset waits for its answer.
+#[test]
+fn a_member_back_from_a_lost_state_power_up_takes_part_in_the_groups_reset() {
+    let (mut o, a, b) = group();
+    let t = o.token();
+    o.ok(Input::PowerDown {
+        device: B,
+        kind: PowerDownKind::Idle,
+        token: t,
+    });
+    o.ok(Input::CallbackDone { client: b });
+    o.ok(Input::PowerDownDone { device: B });
+    o.ok(Input::ResetRequest { client: a });
+    o.ok(Input::CallbackDone { client: a });
+    assert_eq!(o.ok(Input::ResetExecute { client: a }), vec![]);
+    let out = o.ok(Input::PowerUpDone {
+        device: B,
+        result: PowerUpResult::LostState,
+    });
+    assert!(
+        !out.contains(&at(A, HardwareCommand::Reset)),
+        "B takes part again: no reset yet: {out:?}"
+    );
+    assert_eq!(o.phase(B), PhaseKind::Quiescing);
+    o.return_callbacks(B);
+    assert_eq!(o.events_of(b).last(), Some(&Event::Reset));
+    assert_eq!(
+        o.ok(Input::ResetExecute { client: b }),
+        vec![at(A, HardwareCommand::Reset)]
+    );
+}
+
 #[test]
 fn a_member_surprise_removed_mid_cycle_leaves_it_without_blocking() {
     let (mut o, a, b) = group();
@@ -400,6 +439,26 @@ fn a_member_surprise_removed_mid_cycle_leaves_it_without_blocking() {
         o.events_of(b).last(),
         Some(&Event::Removed { surprise: true })
     );
+    assert_eq!(
+        o.ok(Input::ResetExecute { client: a }),
+        vec![at(A, HardwareCommand::Reset)]
+    );
+}
+
+/// A member that vanishes with an operation in flight leaves the cycle all the same: the
+/// reset does not wait for an operation on hardware that is gone (it holds back only a
+/// member that failed and is still there).
+#[test]
+fn a_member_surprise_removed_with_an_operation_in_flight_does_not_hold_the_reset() {
+    let (mut o, a, b) = group();
+    let granted = o.step(Input::Access {
+        client: b,
+        epoch: Epoch(0),
+        what: Access::HardwareOp,
+    });
+    assert_eq!(granted.0, Ok(Reply::AccessGranted));
+    requested(&mut o, a, b);
+    o.ok(Input::SurpriseRemoval { device: B });
     assert_eq!(
         o.ok(Input::ResetExecute { client: a }),
         vec![at(A, HardwareCommand::Reset)]
@@ -758,23 +817,17 @@ fn every_path_to_absent_leaves_the_group_and_a_re_added_device_joins_it_again() 
     }
 }
 
-/// I12 per group: a member whose trusted voter overran under `FailDevice` fails and leaves
-/// the cycle, but the group's reset still touches its hardware: the reset waits until the
-/// operation its fenced client had in flight has ended (found by the fuzz smoke).
-#[test]
-fn a_member_that_failed_mid_cycle_holds_the_groups_reset_until_its_fence_is_done() {
-    let config = Config {
-        trusted_policy: TrustedTimeoutPolicy::FailDevice,
-        ..Config::DEFAULT
-    };
-    let mut o = Three::new(config);
-    o.started(A, false);
-    o.started(B, false);
-    for device in [A, B] {
-        o.ok(Input::JoinResetGroup { device, group: G });
-    }
-    let a = o.register(A, ClientKind::Trusted);
-    let b = o.register(B, ClientKind::Trusted);
+/// Trusted clients that miss a deadline fail their device.
+const FAIL_DEVICE: Config = Config {
+    trusted_policy: TrustedTimeoutPolicy::FailDevice,
+    ..Config::DEFAULT
+};
+
+/// A's client holds a hardware operation when B's client asks for the group's reset; B's
+/// voter answers, A's never returns its `RESET`: under `FailDevice` A fails and leaves the
+/// cycle, its client fenced with the operation still in flight, B quiesced and waiting.
+fn a_failed_with_an_operation_in_flight() -> (Three, ClientHandle, ClientHandle) {
+    let (mut o, a, b) = group_with(FAIL_DEVICE);
     let granted = o.step(Input::Access {
         client: a,
         epoch: Epoch(0),
@@ -802,6 +855,15 @@ fn a_member_that_failed_mid_cycle_holds_the_groups_reset_until_its_fence_is_done
     );
     assert_eq!(o.phase(A), PhaseKind::Failed);
     assert_eq!(o.phase(B), PhaseKind::Quiescing);
+    (o, a, b)
+}
+
+/// I12 per group: a member whose trusted voter overran under `FailDevice` fails and leaves
+/// the cycle, but the group's reset still touches its hardware: the reset waits until the
+/// operation its fenced client had in flight has ended (found by the fuzz smoke).
+#[test]
+fn a_member_that_failed_mid_cycle_holds_the_groups_reset_until_its_fence_is_done() {
+    let (mut o, a, _) = a_failed_with_an_operation_in_flight();
     // The fence is done: the operation has ended, the one reset goes through B.
     assert_eq!(
         o.ok(Input::FenceDone { client: a }),
@@ -810,24 +872,73 @@ fn a_member_that_failed_mid_cycle_holds_the_groups_reset_until_its_fence_is_done
     assert_eq!(o.phase(B), PhaseKind::Executing);
 }
 
+/// The group's deadline passes while a failed member's fence still holds the reset: the
+/// cycle ends naming that member, the one the reset waited for, not B (ready since its
+/// voter answered).
+#[test]
+fn the_groups_deadline_names_the_failed_member_whose_fence_holds_the_reset() {
+    let (mut o, a, b) = a_failed_with_an_operation_in_flight();
+    let due = o.m.group_cycle(G).flatten();
+    assert_eq!(due, Some(Tick(FAIL_DEVICE.group_cycle_timeout())));
+    assert_eq!(o.m.poll_timeout(), due);
+    let out = o.fire_timeout();
+    assert_eq!(
+        out,
+        vec![
+            notify(b, Event::Recovered { epoch: Epoch(0) }),
+            cycle(B, cannot(A, CannotResetReason::DeadlinePassed)),
+        ]
+    );
+    assert_eq!(o.m.group_cycle(G), None);
+    assert_eq!(o.phase(A), PhaseKind::Failed);
+    assert_eq!(o.phase(B), PhaseKind::Running);
+    // The fence done later commands nothing: the cycle is over.
+    assert_eq!(o.ok(Input::FenceDone { client: a }), vec![]);
+}
+
+/// A member that failed with nothing in flight holds nothing back: when the group's
+/// deadline passes, the cycle ends naming the member still waited for (B, whose power-up
+/// was never reported), not the failed one before it.
+#[test]
+fn the_groups_deadline_names_the_member_still_waited_for_not_one_that_failed_idle() {
+    let (mut o, a, b) = group_with(FAIL_DEVICE);
+    let t = o.token();
+    o.ok(Input::PowerDown {
+        device: B,
+        kind: PowerDownKind::Idle,
+        token: t,
+    });
+    o.ok(Input::CallbackDone { client: b });
+    o.ok(Input::PowerDownDone { device: B });
+    assert_eq!(
+        o.ok(Input::ResetRequest { client: a }),
+        vec![notify(a, Event::Reset), at(B, HardwareCommand::PowerUp)]
+    );
+    // A's voter never returns its RESET: A fails, with no operation in flight.
+    let out = o.fire_timeout();
+    assert!(out.contains(&Output::DeviceFailed {
+        device: A,
+        cause: FailureCause::ClientMissedDeadline
+    }));
+    assert_eq!(o.phase(A), PhaseKind::Failed);
+    // B's power-up is never reported: the group's deadline ends the cycle.
+    let due = Tick(FAIL_DEVICE.group_cycle_timeout());
+    assert_eq!(o.m.group_cycle(G), Some(Some(due)));
+    assert_eq!(o.m.poll_timeout(), Some(due));
+    assert_eq!(
+        o.fire_timeout(),
+        vec![cycle(B, cannot(B, CannotResetReason::DeadlinePassed))]
+    );
+    assert_eq!(o.m.group_cycle(G), None);
+}
+
 /// A member that failed mid-cycle and left it, then had a query remove accepted, is a
 /// member no cycle could begin with: the group's cycle ends without its reset, naming it
 /// (found by the fuzz smoke: the reset went through the other member while this one was
 /// remove-pending).
 #[test]
 fn a_member_that_failed_then_got_a_query_remove_ends_the_groups_cycle_without_a_reset() {
-    let config = Config {
-        trusted_policy: TrustedTimeoutPolicy::FailDevice,
-        ..Config::DEFAULT
-    };
-    let mut o = Three::new(config);
-    o.started(A, false);
-    o.started(B, false);
-    for device in [A, B] {
-        o.ok(Input::JoinResetGroup { device, group: G });
-    }
-    let a = o.register(A, ClientKind::Trusted);
-    let b = o.register(B, ClientKind::Trusted);
+    let (mut o, a, b) = group_with(FAIL_DEVICE);
     assert_eq!(
         o.ok(Input::ResetRequest { client: a }),
         vec![notify(a, Event::Reset), notify(b, Event::Reset)]

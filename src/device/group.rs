@@ -26,6 +26,11 @@ pub(crate) enum Stage {
         /// The reset was commanded through this device.
         carrier: bool,
     },
+    /// Left this cycle before its reset (it failed, vanished, or its epoch could not move
+    /// on): it no longer votes. Until it vanishes it shares the hardware the group's one
+    /// reset resets, so its operations hold that reset back (I12), and a state no cycle
+    /// could begin with ends the cycle (I8); see `group_say`.
+    Left,
 }
 
 /// A device's membership and its part in the group's cycle under way.
@@ -55,9 +60,13 @@ impl Member {
         };
     }
 
-    /// Takes part in its group's cycle (at any stage).
+    /// Takes part in its group's cycle: quiescing, ready, or awaiting the reset (a member
+    /// that left the cycle but shares its hardware does not).
     pub(crate) fn taking_part(&self) -> bool {
-        self.stage != Stage::Out
+        matches!(
+            self.stage,
+            Stage::Quiescing | Stage::Ready { .. } | Stage::AwaitingReset { .. }
+        )
     }
 
     /// The device's cycle quiesced: ready for the group's reset if it takes part. A device
@@ -136,10 +145,32 @@ impl<const C: usize, const P: usize> Device<C, P> {
     }
 }
 
+/// What a member says to its group's cycle under way, before the reset is commanded: the
+/// one thing the group's decision (`machine/groups.rs`) reads of each member.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Say {
+    /// Nothing: out of the cycle, or vanished (it leaves without blocking, I3).
+    Nothing,
+    /// The cycle ends without a reset, answered to every requester (I8): a voter refused,
+    /// or a member that left is now in a state no cycle could begin with.
+    EndsCycle(CannotResetReason),
+    /// Still quiescing: voters to answer, operations to drain or a power-up to wait for
+    /// (I3 per group: no decision yet).
+    Quiescing,
+    /// Left the cycle, yet its hardware operations (fenced or not) are in flight: a reset
+    /// waits for them (I12); a cycle ending without one does not.
+    HoldsReset,
+    /// Quiesced and waiting for the group's decision.
+    Ready {
+        /// Some voter did not say it can recover.
+        reset_needed: bool,
+    },
+}
+
 /// What a member can do when its group's cycle begins.
 pub(crate) enum Part {
-    /// It vanished (surprise-removed, being removed, or absent): it neither takes part
-    /// nor blocks, and no reset is commanded through it.
+    /// It vanished (surprise-removed or being removed): it neither takes part nor blocks,
+    /// and no reset is commanded through it (I3).
     Vanished,
     /// It takes part: told `RESET` now, or once powered up from an idle power-down.
     Joins,
@@ -170,11 +201,13 @@ impl<const C: usize, const P: usize> Device<C, P> {
             }
     }
 
-    /// What the device can do in a group's cycle beginning now.
+    /// What the device can do in a group's cycle beginning now. A member is never absent:
+    /// the table refuses [`Input::JoinResetGroup`] there, and a device leaves its group as
+    /// it becomes absent (`leave_group_on_removal`).
     pub(crate) fn group_part(&self) -> Part {
         match self.phase {
-            Phase::Absent | Phase::SurpriseRemoved { .. } | Phase::Removing { .. } => {
-                if planted!(GroupRemovedMemberBlocks) && !matches!(self.phase, Phase::Absent) {
+            Phase::SurpriseRemoved { .. } | Phase::Removing { .. } => {
+                if planted!(GroupRemovedMemberBlocks) {
                     return Part::Blocks(CannotResetReason::MemberState(self.phase.kind()));
                 }
                 Part::Vanished
@@ -215,12 +248,14 @@ impl<const C: usize, const P: usize> Device<C, P> {
                 self.execute_if_quiesced(cx);
                 true
             }
-            _ if self.wants_power_up_reset() => true,
+            // Running: its cycle begins; in a power state: its reset waits for the power-up
+            // (already, or from now on).
             _ => self.request_reset(cx).is_ok(),
         };
         if !begun {
-            // Only an exhausted epoch refuses: no cycle can run on it.
-            self.group.stage = Stage::Out;
+            // Only an exhausted epoch refuses: no cycle runs on it, yet the group's reset
+            // touches its function all the same.
+            self.group.stage = Stage::Left;
         }
         self.refresh_deadline(cx.config);
     }
@@ -243,30 +278,45 @@ impl<const C: usize, const P: usize> Device<C, P> {
             && (matches!(self.phase, Phase::Quiescing { .. }) || self.wants_power_up_reset())
     }
 
-    /// A member that left the cycle when it failed and has since met a state in which no
-    /// member could take part (a query pending, a stop): why the group's cycle must end
-    /// without its reset, as it would not have begun. A member still failed does not
-    /// block (the reset touches its hardware), nor one that vanished.
-    pub(crate) fn blocks_after_leaving(&self) -> Option<CannotResetReason> {
-        if self.group.taking_part() || matches!(self.phase, Phase::Failed { .. }) {
-            return None;
-        }
-        match self.group_part() {
-            Part::Blocks(reason) => Some(reason),
-            Part::Vanished | Part::Joins => None,
+    /// Taking part, the device is no longer in the group's cycle (see
+    /// `still_in_group_cycle`): it leaves it (what it then says is `group_say`'s).
+    pub(crate) fn leave_group_cycle<const Q: usize>(&mut self, cx: &mut Ctx<'_, Q>) {
+        if matches!(self.phase, Phase::Running) {
+            // Back from a power-up that lost its state (which served its own request):
+            // the group's reset still touches it, so it takes part again.
+            self.join_group_cycle(cx);
+        } else {
+            self.group.stage = Stage::Left;
         }
     }
 
-    /// I12 per group: a member out of the cycle whose hardware the group's reset still
-    /// touches (it failed mid-cycle: still there, not removed) has hardware operations in
-    /// flight, fenced or not: the group's reset waits for them to end (or its deadline).
-    pub(crate) fn holds_group_reset(&self) -> bool {
-        !self.group.taking_part()
-            && !matches!(
-                self.phase,
-                Phase::Absent | Phase::SurpriseRemoved { .. } | Phase::Removing { .. }
-            )
-            && self.registry.ops_in_flight()
+    /// What the member says to its group's cycle under way, before the reset is commanded.
+    pub(crate) fn group_say(&self) -> Say {
+        match self.group.stage {
+            Stage::Out | Stage::AwaitingReset { .. } => Say::Nothing,
+            Stage::Quiescing | Stage::Ready { .. } => {
+                match (self.group.refused_by, self.group_ready()) {
+                    // I8: a voter refused: every requester is answered that.
+                    (Some(client), _) => Say::EndsCycle(CannotResetReason::ClientRefused(client)),
+                    (None, Some(reset_needed)) => Say::Ready { reset_needed },
+                    (None, None) => Say::Quiescing,
+                }
+            }
+            Stage::Left => match self.group_part() {
+                // Removed or surprise-removed: it leaves without blocking (DESIGN), and the
+                // reset neither goes through it nor waits for it (I3).
+                Part::Vanished => Say::Nothing,
+                // I8: left when it failed, then a query or a stop: a cycle could not have
+                // begun with it, so it ends without the reset. Still failed, it does not:
+                // the reset touches its hardware, nothing more.
+                Part::Blocks(reason) if !matches!(self.phase, Phase::Failed { .. }) => {
+                    Say::EndsCycle(reason)
+                }
+                // I12 per group: its operations in flight, fenced or not, end first.
+                _ if self.registry.ops_in_flight() => Say::HoldsReset,
+                _ => Say::Nothing,
+            },
+        }
     }
 
     /// Quiesced and waiting for the group's decision: `Some(reset_needed)`.

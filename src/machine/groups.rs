@@ -2,7 +2,7 @@
 //! one hardware reset, and the group's cycle over its members.
 
 use super::Lifecycle;
-use crate::device::group::{Member, Part, Stage};
+use crate::device::group::{Member, Part, Say, Stage};
 use crate::device::{Ctx, Device};
 use crate::queue::OutputQueue;
 use crate::types::*;
@@ -132,7 +132,44 @@ impl<const C: usize, const P: usize, const Q: usize> GroupStep<'_, C, P, Q> {
                 d.end_group_cycle(cx, outcome);
             }
         });
+        self.close();
+    }
+
+    /// The group's cycle is over: no member is left in it (nor has left it: see
+    /// [`Stage::Left`]).
+    fn close(&mut self) {
         *self.cycle = None;
+        self.each(|d, _| d.group.leave_cycle());
+    }
+
+    /// What the members say, read in device order (see [`Say`]).
+    fn survey(&self) -> Survey {
+        let mut survey = Survey::default();
+        for (index, device) in self.devices.iter().enumerate() {
+            if device.group.group != Some(self.group) {
+                continue;
+            }
+            let member = DeviceId(u8::try_from(index).unwrap_or(u8::MAX));
+            match device.group_say() {
+                Say::Nothing => {}
+                Say::EndsCycle(reason) => {
+                    survey.ends.get_or_insert((member, reason));
+                }
+                Say::Quiescing => {
+                    survey.quiescing = true;
+                    survey.holding.get_or_insert(member);
+                }
+                Say::HoldsReset => {
+                    survey.left_with_operations = true;
+                    survey.holding.get_or_insert(member);
+                }
+                Say::Ready { reset_needed } => {
+                    survey.carrier.get_or_insert(member);
+                    survey.reset_needed |= reset_needed;
+                }
+            }
+        }
+        survey
     }
 
     /// After an input that concerned a member (or the time): move the group's cycle on.
@@ -175,14 +212,15 @@ impl<const C: usize, const P: usize, const Q: usize> GroupStep<'_, C, P, Q> {
         self.each(|d, cx| d.join_group_cycle(cx));
     }
 
-    /// The cycle under way, before its reset: members that left, a refusal, readiness.
+    /// The cycle under way, before its reset: members that left, then the group's
+    /// decision on what every member says.
     fn progress(&mut self) {
         let Some(cycle) = *self.cycle else { return };
         if cycle.commanded {
             return; // the carrier's ResetDone ends it
         }
-        // A member removed or surprise-removed (or one that failed) leaves without
-        // blocking (planted: it ends the cycle).
+        // Members no longer quiescing leave the cycle (planted: one removed or
+        // surprise-removed ends it).
         let mut vanished = None;
         self.each(|d, cx| {
             if d.group.taking_part() && !d.still_in_group_cycle() {
@@ -192,95 +230,93 @@ impl<const C: usize, const P: usize, const Q: usize> GroupStep<'_, C, P, Q> {
                 {
                     vanished = Some((cx.device, d.phase.kind()));
                 }
-                d.group.leave_cycle();
-                if matches!(d.phase, crate::device::Phase::Running) {
-                    // Back from a power-up that lost its state (which served its own
-                    // request): the group's reset still touches it, so it takes part.
-                    d.join_group_cycle(cx);
-                }
+                d.leave_group_cycle(cx);
             }
         });
         if let Some((member, phase)) = vanished {
             self.end_without_reset(member, CannotResetReason::MemberState(phase));
             return;
         }
-        // A member that failed, left the cycle, then got a query or a stop: no reset.
-        if let Some((member, reason)) = self.find(Device::blocks_after_leaving) {
+        let survey = self.survey();
+        // I8: a refusal, or a member that left and can no longer take part: every
+        // requester is answered why, and no reset.
+        if let Some((member, reason)) = survey.ends {
             self.end_without_reset(member, reason);
             return;
         }
-        if let Some((member, client)) = self.find(|d| d.group.refused_by) {
-            self.end_without_reset(member, CannotResetReason::ClientRefused(client));
-            return;
-        }
-        if self.find(|d| d.group.taking_part().then_some(())).is_none() {
-            *self.cycle = None;
-            return;
-        }
-        let waiting =
-            self.find(|d| (d.group.taking_part() && d.group_ready().is_none()).then_some(()));
-        let ready = if planted!(GroupResetBeforeAllAnswered) {
-            self.find(|d| d.group_ready()).is_some()
-        } else {
-            waiting.is_none()
-        };
-        if !ready {
-            return;
-        }
-        if self
-            .find(|d| d.group_ready().filter(|&needed| needed))
-            .is_some()
-        {
-            // I12 per group: a member that left the cycle (it failed) but shares the
-            // hardware ends its operations, fenced or not, before the reset.
-            if self.find(|d| d.holds_group_reset().then_some(())).is_some() {
-                return;
+        let Some(carrier) = survey.carrier else {
+            if !survey.quiescing {
+                self.close(); // every member left
             }
-            // I3 per group: every member's voters answered, left or were revoked. The one
-            // reset goes through the first member taking part (none vanished).
-            let carrier = self.find(|d| d.group_ready().map(|_| ()));
-            let carrier = carrier.map(|(id, ())| id);
-            debug!(
-                "reset group {} resets through device {}",
-                self.group.0,
-                carrier.map_or(0, |c| c.0)
-            );
-            *self.cycle = Some(GroupCycle {
-                commanded: true,
-                ..cycle
-            });
-            self.each(|d, cx| {
-                if d.group_ready().is_some() {
-                    d.execute_group_reset(cx, Some(cx.device) == carrier);
-                }
-            });
-        } else {
-            // Every voter of every member can recover: no reset, same epochs.
+            return;
+        };
+        // I3 per group: every member's voters answered, left or were revoked.
+        if survey.quiescing && !planted!(GroupResetBeforeAllAnswered) {
+            return;
+        }
+        if !survey.reset_needed {
+            // I4: every voter of every member can recover: no reset, same epochs.
             self.each(|d, cx| {
                 if d.group_ready().is_some() {
                     let outcome = CycleOutcome::Recovered(d.epoch);
                     d.end_cycle_without_reset(cx, outcome);
                 }
             });
-            *self.cycle = None;
+            self.close();
+            return;
         }
+        // I12 per group: a member that left the cycle but shares the hardware ends its
+        // operations, fenced or not, before the reset.
+        if survey.left_with_operations {
+            return;
+        }
+        // The one reset goes through the first member ready (none vanished: I3).
+        debug!(
+            "reset group {} resets through device {}",
+            self.group.0, carrier.0
+        );
+        *self.cycle = Some(GroupCycle {
+            commanded: true,
+            ..cycle
+        });
+        self.each(|d, cx| {
+            if d.group_ready().is_some() {
+                d.execute_group_reset(cx, cx.device == carrier);
+            }
+        });
     }
 
-    /// The group's one deadline passed before its reset was commanded: the cycle ends
-    /// without one, naming the first member not ready.
+    /// I9: the group's one deadline passed before its reset was commanded: the cycle ends
+    /// without one, naming the first member that held it back (quiescing, or left with
+    /// operations in flight).
     pub(super) fn deadline_passed(&mut self) {
         let Some(cycle) = *self.cycle else { return };
         if cycle.commanded || cycle.deadline.is_none_or(|at| self.now < at) {
             return;
         }
-        let late = self
-            .find(|d| (d.group.taking_part() && d.group_ready().is_none()).then_some(()))
-            .or_else(|| self.find(|d| d.group.taking_part().then_some(())));
-        match late {
-            Some((member, ())) => self.end_without_reset(member, CannotResetReason::DeadlinePassed),
-            None => *self.cycle = None,
+        let survey = self.survey();
+        match survey.holding.or(survey.carrier) {
+            Some(member) => self.end_without_reset(member, CannotResetReason::DeadlinePassed),
+            None => self.close(),
         }
     }
+}
+
+/// What a group's members say to its cycle (see [`Say`]), for its decision.
+#[derive(Default)]
+struct Survey {
+    /// The first member ending the cycle without a reset, and why.
+    ends: Option<(DeviceId, CannotResetReason)>,
+    /// Some member still quiesces.
+    quiescing: bool,
+    /// Some member that left the cycle still has hardware operations in flight.
+    left_with_operations: bool,
+    /// The first member holding the reset back (quiescing, or left with operations).
+    holding: Option<DeviceId>,
+    /// The first member ready: the reset goes through it.
+    carrier: Option<DeviceId>,
+    /// Some ready member's voter did not say it can recover.
+    reset_needed: bool,
 }
 
 impl<const D: usize, const C: usize, const P: usize, const Q: usize> Lifecycle<D, C, P, Q> {

@@ -955,9 +955,17 @@ impl Model {
             let Some(run) = self.groups[gi] else { continue };
             let g = GroupId(gi as u8);
             if !run.commanded && run.deadline.is_some_and(|at| self.now >= at) {
+                // The first member holding the reset back: quiescing, or left (it failed)
+                // with operations in flight.
                 let late = self
                     .first(g, |d| {
-                        (d.part.on && d.group_ready().is_none()).then_some(())
+                        let left_with_ops = !d.part.on
+                            && !matches!(
+                                d.st,
+                                St::Absent | St::Surprised { .. } | St::Removing { .. }
+                            )
+                            && d.cls.iter().any(Cl::owes_ops);
+                        ((d.part.on && d.group_ready().is_none()) || left_with_ops).then_some(())
                     })
                     .or_else(|| self.first(g, |d| d.part.on.then_some(())));
                 match late {

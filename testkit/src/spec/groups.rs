@@ -335,7 +335,8 @@ impl Spec {
             .find(|&m| {
                 let dev = self.dev(m);
                 let busy = dev.clients.iter().any(|c| c.ops > 0);
-                !dev.quiescing || !dev.told_reset.is_empty() || busy
+                // A failed member no longer answers: only its operations hold the reset.
+                (dev.failed.is_none() && (!dev.quiescing || !dev.told_reset.is_empty())) || busy
             })
             .or_else(|| run.members.first().map(|&m| DeviceId(m)))
             .unwrap_or(d);
