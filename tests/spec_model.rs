@@ -16,9 +16,8 @@ use pnp_lifecycle_testkit::rng::SplitMix;
 use pnp_lifecycle_testkit::spec::covers;
 use pnp_lifecycle_testkit::{drive_to_quiescence, FastSmall, Fuzz, Quiesce, Small, Sut, World};
 use std::cell::Cell;
-use std::sync::OnceLock;
 
-mod found;
+use pnp_lifecycle_testkit::spec::found::known_divergence;
 
 thread_local! {
     /// Hardware resets commanded, in this thread's walks, while two devices shared a group.
@@ -28,32 +27,6 @@ thread_local! {
     /// Walks near the end of the clock whose I9 drive stopped at a wait whose deadline
     /// lies beyond the end (carried exactly, so never reached).
     static BEYOND_THE_END: Cell<usize> = const { Cell::new(0) };
-}
-
-/// Whether `detail` (a model violation) is the divergence `tests/spec_found.rs` pins and
-/// the lead routes to the core (a group's deadline naming a ready member while a failed
-/// member's fenced operation holds the reset), and the core still shows it. A walk or
-/// graph that meets it stops there instead of failing; once the core names the holder
-/// (`found::core_names_the_holder`), it is a disagreement like any other.
-fn known_divergence(detail: &str) -> bool {
-    static CORE_MENDED: OnceLock<bool> = OnceLock::new();
-    if *CORE_MENDED.get_or_init(found::core_names_the_holder) {
-        return false;
-    }
-    // The two output lists differ only in the member a `DeadlinePassed` names.
-    let list = |prefix: &str| {
-        let line = detail.lines().find(|l| l.starts_with(prefix))?;
-        let line = line[prefix.len()..].trim_start();
-        let line = line.split(" (liveness drive").next().unwrap_or(line);
-        Some((0..8).fold(line.to_string(), |l, i| {
-            let named = format!("member: DeviceId({i}), reason: DeadlinePassed");
-            l.replace(&named, "member: _, reason: DeadlinePassed")
-        }))
-    };
-    match (list(" core:"), list(" model:")) {
-        (Some(core), Some(model)) => core == model && core.contains("member: _"),
-        _ => false,
-    }
 }
 
 /// Two devices added, started and joined to reset group 0.
@@ -130,7 +103,7 @@ fn walk<S: Sut>(
         if !covers(&input) {
             continue;
         }
-        let grouped = world.spec.as_ref().is_some_and(|spec| {
+        let grouped = world.model.as_ref().is_some_and(|spec| {
             let mut groups = (0..S::DEVICES).filter_map(|d| spec.reset_group(DeviceId(d as u8)));
             groups.next().is_some_and(|g| groups.any(|h| h == g))
         });
@@ -176,7 +149,7 @@ fn walk<S: Sut>(
                 let tail: Vec<&String> = accepted.iter().rev().take(25).rev().copied().collect();
                 let mut joined: Vec<String> = tail.iter().map(|s| s.to_string()).collect();
                 if std::env::var("SPEC_DUMP").is_ok() {
-                    joined.push(format!("spec model: {:#?}", world.spec));
+                    joined.push(format!("spec model: {:#?}", world.model));
                 }
                 return Err(format!(
                     "config {config:?}\nstep {} at {now:?} {input:?}: {v}\nlast accepted steps:\n{}",
@@ -262,7 +235,7 @@ fn spec_model_agrees_with_the_core_on_two_device_walks() {
 /// The core's and the spec model's reset-group facts: each device's group, and each
 /// group's cycle with its one deadline.
 fn same_groups(world: &World<Fuzz>) -> Result<(), String> {
-    let Some(spec) = world.spec.as_ref() else {
+    let Some(spec) = world.model.as_ref() else {
         return Ok(());
     };
     for i in 0..2u8 {

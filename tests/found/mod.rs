@@ -1,67 +1,14 @@
-//! The set-ups of `tests/spec_found.rs`, shared with `tests/spec_model.rs` (which asks
-//! whether the core still shows a divergence found there).
+//! The set-ups of `tests/spec_found.rs` (in the testkit: `spec::found`, which the walks and
+//! the fuzz body also ask whether the core still shows a divergence), and the core after
+//! them.
 #![allow(dead_code)]
 
-use pnp_lifecycle::{
-    Access, CannotResetReason, ClientHandle, ClientKind, Config, CycleOutcome, DeviceId, Epoch,
-    GroupId, Input, Output, RequestToken, StartResult, Tick, TrustedTimeoutPolicy,
-};
+use pnp_lifecycle::{DeviceId, Input, Output, Tick};
+pub use pnp_lifecycle_testkit::spec::found::*;
 use pnp_lifecycle_testkit::{Fuzz, World};
 
 pub const D0: DeviceId = DeviceId(0);
 pub const D1: DeviceId = DeviceId(1);
-
-/// A trusted client's missed deadline fails the device (the policy under test).
-pub const CONFIG: Config = Config {
-    untrusted_ack_timeout: 3,
-    trusted_ack_timeout: 7,
-    trusted_policy: TrustedTimeoutPolicy::FailDevice,
-    detach_timeout: 1,
-    callback_timeout: 3,
-    operation_timeout: 3,
-};
-
-/// The first client registered on device 0.
-pub const CLIENT: ClientHandle = ClientHandle {
-    device: D0,
-    slot: 0,
-    generation: 0,
-};
-
-/// When the group's cycle (begun at 4) reaches its one deadline.
-pub const GROUP_DEADLINE: u64 = 4 + CONFIG.group_cycle_timeout();
-
-/// Two started devices in reset group 0; a trusted client on device 0 with a hardware
-/// operation in flight when device 0's fatal error begins the group's cycle; its `RESET`
-/// callback (made at 4) overruns at 7, so device 0 fails and the client is fenced, its
-/// operation still in flight. Device 1 (no voter) is ready for the group's one reset,
-/// which device 0's fenced operation holds back (I12).
-pub fn failed_member_holding_the_groups_reset() -> Vec<(Tick, Input)> {
-    let mut v = Vec::new();
-    for (i, device) in [D0, D1].into_iter().enumerate() {
-        let token = RequestToken(100 + i as u32);
-        v.push((Tick(0), Input::AddDevice { device }));
-        v.push((Tick(0), Input::Start { device, token }));
-        let result = StartResult::Started;
-        v.push((Tick(0), Input::StartDone { device, result }));
-        let group = GroupId(0);
-        v.push((Tick(0), Input::JoinResetGroup { device, group }));
-    }
-    let kind = ClientKind::Trusted;
-    v.push((Tick(4), Input::Register { device: D0, kind }));
-    v.push((Tick(4), Input::FatalError { device: D0 }));
-    let (client, epoch, what) = (CLIENT, Epoch(0), Access::HardwareOp);
-    v.push((
-        Tick(4),
-        Input::Access {
-            client,
-            epoch,
-            what,
-        },
-    ));
-    v.push((Tick(7), Input::Timeout));
-    v
-}
 
 /// The core after `inputs` (oracle on), with the outputs of the last input.
 pub fn core_after(inputs: &[(Tick, Input)]) -> (World<Fuzz>, Vec<Output>) {
@@ -74,24 +21,4 @@ pub fn core_after(inputs: &[(Tick, Input)]) -> (World<Fuzz>, Vec<Output>) {
         last = step.outputs;
     }
     (w, last)
-}
-
-/// What DESIGN reads at the group's deadline: the cycle ends naming device 0, the member
-/// not ready, and no reset.
-pub fn names_the_holder() -> Vec<Output> {
-    vec![Output::ResetCycleFinished {
-        device: D1,
-        outcome: CycleOutcome::CannotReset {
-            member: D0,
-            reason: CannotResetReason::DeadlinePassed,
-        },
-    }]
-}
-
-/// Whether the core names the member holding a group's reset when the group's deadline
-/// passes (`tests/spec_found.rs`).
-pub fn core_names_the_holder() -> bool {
-    let mut inputs = failed_member_holding_the_groups_reset();
-    inputs.push((Tick(GROUP_DEADLINE), Input::Timeout));
-    core_after(&inputs).1 == names_the_holder()
 }

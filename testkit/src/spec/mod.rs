@@ -7,8 +7,8 @@
 //! Sources: `DESIGN.md`; the public rustdoc of the core's types (`Input`, `Output`,
 //! `Event`, `Error`, `Reply`, `CycleOutcome`, `Config`, `ClientState`, `Role`,
 //! `ClientView`), the module doc of the core's mailbox (its coalescing rules), and
-//! `pnp_lifecycle::table` (`TABLE` and `TRANSITIONS`). Not the core's handlers, and not
-//! `crate::model`.
+//! `pnp_lifecycle::table` (`TABLE` and `TRANSITIONS`). Not the core's handlers (the
+//! legacy model that mirrored them is gone: this is the testkit's one reference model).
 //!
 //! The facts, per device (see `Dev`): whether the hardware is claimed or live, which
 //! hardware command is in flight (`hardware_busy`), which query is pending
@@ -95,6 +95,7 @@
 
 mod clients;
 mod fast;
+pub mod found;
 mod groups;
 mod pnp;
 mod power;
@@ -373,7 +374,7 @@ impl Spec {
         }
     }
 
-    /// This model for a machine built with the fast path (not covered: see [`covers`]).
+    /// This model for a machine built with the fast path.
     pub fn with_fast_path(mut self) -> Spec {
         self.fast_path = true;
         self
