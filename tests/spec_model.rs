@@ -334,7 +334,7 @@ fn spec_model_agrees_with_the_core_across_the_explorers_graph() {
         };
         // The full bound but one level shallower (the full depth is `tests/explore.rs`'s).
         let bounds = Bounds {
-            compare_model: false,
+            compare_model: true,
             max_depth: 7,
             ..Bounds::FULL
         };
@@ -380,7 +380,7 @@ fn spec_model_agrees_with_the_core_across_a_reset_groups_graph() {
     // Depth 5, drives from every fourth state, keeps it to seconds (depth 6 with drives
     // from every state agrees too: 2.5 M states, 4.5 min).
     let bounds = Bounds {
-        compare_model: false,
+        compare_model: true,
         max_depth: 5,
         liveness_every: 4,
         wide_alphabet: false,
