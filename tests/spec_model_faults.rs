@@ -171,7 +171,7 @@ fn explore_hunt(fault: Fault) -> Option<(usize, Violation)> {
         max_generation: 1,
         max_states: 2_000_000,
         liveness_every: 0,
-        compare_model: false,
+        compare_model: true,
         wide_alphabet: false,
         threads: 1, // a planted fault is per thread
     };
@@ -218,7 +218,7 @@ fn explore_group_hunt(fault: Fault) -> Option<(usize, Violation)> {
         max_generation: 1,
         max_states: 2_000_000,
         liveness_every: 0,
-        compare_model: false,
+        compare_model: true,
         wide_alphabet: false,
         threads: 1, // a planted fault is per thread
     };

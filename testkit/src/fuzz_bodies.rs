@@ -30,10 +30,9 @@ impl std::fmt::Display for Finding {
     }
 }
 
-/// Drive `sut` with inputs generated from `data`, checking the oracle (and the model, if
-/// `with_model`) on every step, then check liveness with the three quiescence drives
-/// (cooperative, uncooperative and hostile clients).
-/// Returns the number of inputs applied.
+/// Drive `sut` with inputs generated from `data`, checking the oracle (and the spec model,
+/// if `with_model`) on every step, then check liveness with the three quiescence drives
+/// (cooperative, uncooperative and hostile clients). Returns the number of inputs applied.
 pub fn run_inputs<S: Sut>(
     data: &[u8],
     with_model: bool,

@@ -7,7 +7,8 @@
 //!   resources, every fatal error answered, recovery without a reset only when every voter
 //!   can recover, every state change listed in `TRANSITIONS`) as predicates over each step, from outputs, replies and public
 //!   queries only, so they hold with the reference model off;
-//! * [`model`]: an independent reference model, compared step by step ([`world`]);
+//! * [`spec`]: the reference model, DESIGN.md read as facts (not the core's phases),
+//!   compared step by step ([`world`]);
 //! * [`world`]: the owner (a clock passed with every input, drain after every input,
 //!   bookkeeping) and the I9 liveness drive [`world::drive_to_quiescence`] with
 //!   cooperative, uncooperative and hostile clients;
@@ -33,7 +34,6 @@ pub mod firmware_port;
 pub mod fuzz_bodies;
 pub mod gen;
 pub mod linux_port;
-pub mod model;
 pub mod observed;
 pub mod rng;
 pub mod spec;

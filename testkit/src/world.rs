@@ -1,9 +1,8 @@
-//! The owner: a machine under test, the oracle, and optionally the reference model,
-//! stepped together. The owner keeps a clock and passes its `now` with every input.
-//! [`World::step`] keeps the owner's obligation (drain every output after every input),
-//! checks the invariants, and compares with the model.
+//! The owner: a machine under test, the oracle, and optionally the reference model (the
+//! spec model, [`crate::spec`]), stepped together. The owner keeps a clock and passes its
+//! `now` with every input. [`World::step`] keeps the owner's obligation (drain every
+//! output after every input), checks the invariants, and compares with the model.
 
-use crate::model::Model;
 use crate::oracle::{Check, Oracle, Violation};
 use crate::spec::Spec;
 use crate::sut::Sut;
@@ -13,8 +12,8 @@ use pnp_lifecycle::{
 };
 
 /// The reference model for a machine like `S` (with the fast path if `S` runs it).
-fn model_for<S: Sut>(config: Config) -> Model {
-    let model = Model::new(S::DEVICES, S::CLIENTS, S::PORTS, config);
+fn model_for<S: Sut>(config: Config) -> Spec {
+    let model = Spec::new(S::DEVICES, S::CLIENTS, S::PORTS, config);
     if S::FAST_PATH {
         model.with_fast_path()
     } else {
@@ -38,14 +37,10 @@ pub struct World<S: Sut> {
     pub sut: S,
     /// The invariant checker and owner bookkeeping.
     pub oracle: Oracle,
-    /// The reference model, compared after every step when present.
-    pub model: Option<Model>,
+    /// The reference model (the spec model), compared after every step when present.
+    pub model: Option<Spec>,
     /// The owner's clock: the latest `now` it passed.
     pub clock: Tick,
-    /// The spec model (`crate::spec`), compared after every step like `model` when
-    /// present ([`World::with_spec`]). It covers only [`crate::spec::covers`]'s inputs:
-    /// the first other input drops it (a walk that means to compare keeps to them).
-    pub spec: Option<Spec>,
     /// Whether the oracle's verdicts count (it always keeps its books, which the
     /// generator reads). Off, only the models judge: [`World::oracle_off`].
     pub oracle_checks: bool,
@@ -59,7 +54,6 @@ impl<S: Sut> World<S> {
             oracle: Oracle::new(S::DEVICES),
             model: with_model.then(|| model_for::<S>(config)),
             clock: Tick(0),
-            spec: None,
             oracle_checks: true,
         }
     }
@@ -72,21 +66,14 @@ impl<S: Sut> World<S> {
             oracle: Oracle::new(S::DEVICES),
             model: with_model.then(|| model_for::<S>(config)),
             clock: Tick(0),
-            spec: None,
             oracle_checks: true,
         }
     }
 
-    /// This world with the spec model compared after every step (keeping the legacy
-    /// model, if any).
+    /// This world with the spec model compared after every step (what `with_model` asks
+    /// of [`World::new`]).
     pub fn with_spec(mut self) -> Self {
-        let config = self.sut.config();
-        let spec = Spec::new(S::DEVICES, S::CLIENTS, S::PORTS, config);
-        self.spec = Some(if S::FAST_PATH {
-            spec.with_fast_path()
-        } else {
-            spec
-        });
+        self.model = Some(model_for::<S>(self.sut.config()));
         self
     }
 
@@ -106,11 +93,6 @@ impl<S: Sut> World<S> {
     /// model. A `Violation` describes the first rule broken.
     pub fn step(&mut self, now: Tick, input: Input) -> Result<Step, Violation> {
         self.clock = self.clock.max(now);
-        if !crate::spec::covers(&input) {
-            // The spec model judges only the inputs it covers: a world (an explorer's
-            // branch) that takes another leaves it behind from here on.
-            self.spec = None;
-        }
         let before = self.sut.clone();
         let result = self.sut.handle(now, input);
         let mut outputs = Vec::new();
@@ -132,10 +114,6 @@ impl<S: Sut> World<S> {
         if let Some(model) = self.model.as_mut() {
             let (mres, mouts) = model.handle(now, input);
             judge(&self.sut, model, input, &result, &outputs, (mres, mouts))?;
-        }
-        if let Some(spec) = self.spec.as_mut() {
-            let (mres, mouts) = spec.handle(now, input);
-            judge(&self.sut, spec, input, &result, &outputs, (mres, mouts))?;
         }
         Ok(Step { result, outputs })
     }
@@ -211,7 +189,7 @@ fn judge<S: Sut, M: Reference>(
     Ok(())
 }
 
-/// What `compare_state` reads of a reference model (the legacy [`Model`] or the [`Spec`]).
+/// What `compare_state` reads of a reference model (the [`Spec`]).
 pub trait Reference {
     /// Where the driver stands with respect to unload.
     fn driver_phase(&self) -> DriverPhase;
@@ -265,7 +243,6 @@ macro_rules! reference {
         }
     };
 }
-reference!(Model);
 reference!(Spec);
 
 /// Compare the core's outputs of one step with the model's.

@@ -3,7 +3,7 @@
 //! still in flight, counted from then on) before it needs an exact count. A close is a
 //! wait like any other: it has a deadline, then the client is revoked and fenced.
 
-use super::{Answer, Spec, Standing};
+use super::{Answer, Due, Spec, Standing};
 use pnp_lifecycle::{ClientHandle, DeviceId, Error, FastPathGate, Output, PhaseKind, Reply, Tick};
 
 /// A client's fast-path gate as the machine told the owner.
@@ -91,7 +91,7 @@ impl Spec {
             c.gate = Gate::Shut;
             c.ops += in_flight;
             if in_flight > 0 {
-                let by = now.after(timeout);
+                let by = Due::after(now, timeout);
                 let dev = self.dev_mut(d);
                 if let Some(until) = dev.drain_until {
                     dev.drain_until = Some(until.max(by));
@@ -114,7 +114,7 @@ impl Spec {
             // The drain waits for these from now: never shorter than configured (I13).
             if removing {
                 // The removal has one deadline: it is at least `now` plus the drain's.
-                let by = now.after(timeout);
+                let by = Due::after(now, timeout);
                 c.detach_by = Some(c.detach_by.map_or(by, |t| t.max(by)));
                 for c in self.dev_mut(d).clients.iter_mut() {
                     if let Some(t) = c.detach_by {
@@ -123,7 +123,7 @@ impl Spec {
                 }
             } else if let Some(until) = self.dev(d).drain_until {
                 // A drain under way: it waits for these too.
-                self.dev_mut(d).drain_until = Some(until.max(now.after(timeout)));
+                self.dev_mut(d).drain_until = Some(until.max(Due::after(now, timeout)));
             }
         }
         if self.cl(h).standing == Standing::Unregistered {

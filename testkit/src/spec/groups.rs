@@ -3,7 +3,7 @@
 //! commanded, the one deadline); each member keeps its own cycle facts (`told_reset`,
 //! `answered`, `reset_needed`), and the group's rules read them all.
 
-use super::{Answer, Busy, Spec};
+use super::{Answer, Busy, Due, Spec};
 use pnp_lifecycle::{
     CannotResetReason, CycleOutcome, DeviceId, Error, GroupId, HardwareCommand, PhaseKind,
     PowerDownKind, Reply, Tick,
@@ -18,12 +18,12 @@ pub(super) struct GroupRun {
     /// The member the hardware reset was commanded through, once it was.
     carrier: Option<u8>,
     /// The group's one deadline (before the hardware reset is commanded).
-    deadline: Tick,
+    deadline: Due,
 }
 
 impl GroupRun {
     /// The group's one deadline.
-    pub(super) fn deadline(&self) -> Tick {
+    pub(super) fn deadline(&self) -> Due {
         self.deadline
     }
 }
@@ -183,7 +183,7 @@ impl Spec {
         self.group_runs[usize::from(g.0)] = Some(GroupRun {
             members: members.iter().map(|m| m.0).collect(),
             carrier: None,
-            deadline: now.after(self.config.group_cycle_timeout()),
+            deadline: Due::after(now, self.config.group_cycle_timeout()),
         });
         for m in members {
             if m == d {
@@ -218,9 +218,21 @@ impl Spec {
         if run.carrier.is_some() {
             return;
         }
+        // A member that failed meanwhile and then met a state no member could take part in
+        // (remove pending) ends the group's cycle without the reset, as it would have kept
+        // the cycle from beginning (DESIGN: a member with remove pending cannot take part).
+        let blocked = run.members.iter().map(|&m| DeviceId(m)).find_map(|m| {
+            let reason = self.cannot_take_part(m)?;
+            let still_failed = reason == CannotResetReason::MemberState(PhaseKind::Failed);
+            (self.dev(m).failed.is_some() && !still_failed).then_some((m, reason))
+        });
+        if let Some((member, reason)) = blocked {
+            let outcome = CycleOutcome::CannotReset { member, reason };
+            self.end_group_without_reset(now, d, outcome);
+            return;
+        }
         // A member that failed meanwhile (a trusted client's missed deadline) no longer
-        // votes, but the one hardware reset resets its function too: it waits for that
-        // member's operations (fenced) to end (I12).
+        // votes.
         let (members, failed): (Vec<DeviceId>, Vec<DeviceId>) = run
             .members
             .iter()
@@ -228,12 +240,6 @@ impl Spec {
             .partition(|&m| self.dev(m).failed.is_none());
         if members.is_empty() {
             self.group_runs[usize::from(g.0)] = None;
-            return;
-        }
-        if failed
-            .iter()
-            .any(|&m| self.dev(m).clients.iter().any(|c| c.ops > 0))
-        {
             return;
         }
         // Each member drains once its own voters answered.
@@ -259,6 +265,14 @@ impl Spec {
             for m in members {
                 self.settle_power(now, m);
             }
+            return;
+        }
+        // The one hardware reset resets a failed member's function too: it waits for that
+        // member's operations (fenced or not) to end (I12). A recovery touches no hardware.
+        if failed
+            .iter()
+            .any(|&m| self.dev(m).clients.iter().any(|c| c.ops > 0))
+        {
             return;
         }
         let Some(&carrier) = members.first() else {
@@ -315,14 +329,15 @@ impl Spec {
     }
 
     /// The group's deadline of `d`, if its group's cycle waits before the reset.
-    pub(super) fn group_deadline(&self, d: DeviceId) -> Option<Tick> {
+    pub(super) fn group_deadline(&self, d: DeviceId) -> Option<Due> {
         let run = self.run_of(d)?;
         (run.carrier.is_none() && run.members.contains(&d.0)).then_some(run.deadline)
     }
 
-    /// The group's deadline passed before the reset: every member ends without it.
-    pub(super) fn expire_group(&mut self, now: Tick, d: DeviceId) {
-        if self.group_deadline(d).is_none_or(|t| t > now) {
+    /// The group's deadline passed before the reset: every member ends without it, naming
+    /// the lowest member that was not ready (`failed_now`: members this `Timeout` failed).
+    pub(super) fn expire_group(&mut self, now: Tick, d: DeviceId, failed_now: &[bool]) {
+        if self.group_deadline(d).is_none_or(|t| !t.reached(now)) {
             return;
         }
         let Some(run) = self.run_of(d).cloned() else {
@@ -333,12 +348,21 @@ impl Spec {
             .iter()
             .map(|&m| DeviceId(m))
             .find(|&m| {
+                // Not ready: waiting for its power-up, a voter or an operation; failed by
+                // this very deadline (its voter overran); or failed earlier and holding the
+                // reset back by its operations (I12).
                 let dev = self.dev(m);
                 let busy = dev.clients.iter().any(|c| c.ops > 0);
-                // A failed member no longer answers: only its operations hold the reset.
-                (dev.failed.is_none() && (!dev.quiescing || !dev.told_reset.is_empty())) || busy
+                if dev.failed.is_some() {
+                    return busy || failed_now.get(usize::from(m.0)) == Some(&true);
+                }
+                !dev.quiescing || !dev.told_reset.is_empty() || busy
             })
-            .or_else(|| run.members.first().map(|&m| DeviceId(m)))
+            // Else the member the reset would have gone through (the lowest not failed).
+            .or_else(|| {
+                let mut members = run.members.iter().map(|&m| DeviceId(m));
+                members.find(|&m| self.dev(m).failed.is_none())
+            })
             .unwrap_or(d);
         let outcome = CycleOutcome::CannotReset {
             member: late,

@@ -7,8 +7,8 @@
 //! Sources: `DESIGN.md`; the public rustdoc of the core's types (`Input`, `Output`,
 //! `Event`, `Error`, `Reply`, `CycleOutcome`, `Config`, `ClientState`, `Role`,
 //! `ClientView`), the module doc of the core's mailbox (its coalescing rules), and
-//! `pnp_lifecycle::table` (`TABLE` and `TRANSITIONS`). Not the core's handlers, and not
-//! `crate::model`.
+//! `pnp_lifecycle::table` (`TABLE` and `TRANSITIONS`). Not the core's handlers (the
+//! legacy model that mirrored them is gone: this is the testkit's one reference model).
 //!
 //! The facts, per device (see `Dev`): whether the hardware is claimed or live, which
 //! hardware command is in flight (`hardware_busy`), which query is pending
@@ -72,15 +72,22 @@
 //!   it begins it), from system
 //!   sleep only once the wake is commanded; the group decides recovery or reset only once
 //!   every member answered *and drained*; the carrier is the lowest member taking part;
-//!   the deadline names the lowest member still waiting (for its power-up, a voter or an
-//!   operation; one failed meanwhile counts), else the lowest; a member whose removal
+//!   the deadline names the member not ready ("before the member was ready", the
+//!   core's `DeadlinePassed` doc): the lowest still waiting (for its power-up, a voter or
+//!   an operation), failed by that very `Timeout` (its voter overran), or failed earlier
+//!   and still holding the reset with its operations; else the lowest not failed
+//!   (`tests/spec_found.rs`); a member whose removal
 //!   begins or that vanishes leaves the group's cycle even when it failed; a
 //!   member's cycle that ends on its own (a trusted client's missed deadline under
 //!   `FailDevice`) ends before the member fails and its voters no longer hold the
-//!   group's cycle back (a lone member's ends with it), though its operations still do
-//!   (DESIGN's I12; the core does not wait for them, see `tests/spec_model.rs`); a
-//!   power-up that lost state answers its
+//!   group's cycle back (a lone member's ends with it), though its operations (fenced,
+//!   counted until the fence is done) still hold the one hardware reset (DESIGN's I12),
+//!   not a recovery, which touches no hardware; a member failed meanwhile that then has
+//!   remove pending ends the group's cycle without the reset, naming it (it could not
+//!   have taken part); a power-up that lost state answers its
 //!   requests `Completed` and still joins the group's cycle under way;
+//! * a deadline is carried exactly (`time::Due`, 128 bits): one beyond `u64::MAX` is
+//!   never reached and `poll_timeout` does not name it (DESIGN r3: never cut short);
 //! * the mailbox coalesces as the core's mailbox documents: `Removed`/`Revoked` replace
 //!   everything, a link change is one bit a port told with the state at delivery, device
 //!   news replaces older news, `RESET`/`RESET_END`/`Recovered` queue in order; ordered
@@ -103,6 +110,7 @@ use pnp_lifecycle::{
     PortSet, PowerDownKind, Reply, RequestToken, Role, Status, Tick, VetoReason,
 };
 use std::collections::BTreeSet;
+use time::Due;
 
 /// Whether the spec model covers `input` (a walk compared with it must keep to these):
 /// every input, reset groups included.
@@ -138,7 +146,7 @@ struct Cl {
     mailbox: Mailbox,
     fence_requested: bool,
     /// Deadline to detach once removal began.
-    detach_by: Option<Tick>,
+    detach_by: Option<Due>,
     /// Its fast-path gate.
     gate: fast::Gate,
 }
@@ -228,7 +236,7 @@ struct Dev {
     /// Fatal errors answered `Deferred`, owed a cycle or a fold.
     fatal_deferred: bool,
     /// Operations being drained before a stop, a reset or a teardown: until when.
-    drain_until: Option<Tick>,
+    drain_until: Option<Due>,
     /// In a low-power state (Dx), and why.
     dx: Option<PowerDownKind>,
     /// A power-down accepted (clients told `Suspending`), not yet reported done.
@@ -365,7 +373,7 @@ impl Spec {
         }
     }
 
-    /// This model for a machine built with the fast path (not covered: see [`covers`]).
+    /// This model for a machine built with the fast path.
     pub fn with_fast_path(mut self) -> Spec {
         self.fast_path = true;
         self
@@ -716,11 +724,12 @@ impl Spec {
         self.devices.get(usize::from(d.0))?.group
     }
 
-    /// A reset group's cycle under way: its one deadline (`None`: no cycle runs).
-    pub fn group_cycle(&self, g: pnp_lifecycle::GroupId) -> Option<Tick> {
+    /// A reset group's cycle under way and its one deadline, as the core's `group_cycle`
+    /// answers (`None`: no cycle runs; `Some(None)`: the deadline is beyond the clock).
+    pub fn group_cycle(&self, g: pnp_lifecycle::GroupId) -> Option<Option<Tick>> {
         self.group_runs
             .get(usize::from(g.0))?
             .as_ref()
-            .map(|r| r.deadline())
+            .map(|r| r.deadline().tick())
     }
 }

@@ -1,6 +1,6 @@
 //! DESIGN "Device lifecycle": add, ports, start, stop and its query, query remove.
 
-use super::{Answer, Busy, Claim, Dev, Query, Spec, Standing};
+use super::{Answer, Busy, Claim, Dev, Due, Query, Spec, Standing};
 use pnp_lifecycle::{
     CycleOutcome, DeviceId, Error, Event, FailureCause, HardwareCommand, Output, PhysPort,
     PortCaps, Reply, RequestToken, StartResult, Status, Tick, VetoReason,
@@ -212,7 +212,7 @@ impl Spec {
         if !unfenced {
             dev.drain_until = None;
         } else if dev.drain_until.is_none() {
-            dev.drain_until = Some(now.after(timeout));
+            dev.drain_until = Some(Due::after(now, timeout));
         }
         !busy
     }

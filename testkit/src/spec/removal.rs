@@ -2,7 +2,7 @@
 //! `Removed`, detached or revoked and fenced, then the teardown, then `DeviceRemoved`;
 //! unload is a fence over every device.
 
-use super::{Answer, Busy, Claim, Spec, Standing};
+use super::{Answer, Busy, Claim, Due, Spec, Standing};
 use pnp_lifecycle::{
     CycleOutcome, DeviceId, DriverPhase, Event, HardwareCommand, Output, Reply, RequestToken,
     Status, Tick,
@@ -56,7 +56,7 @@ impl Spec {
         }
         self.tell_removed(now, d, false);
         // Clients told `Removed` by a surprise removal have their detach deadline from now.
-        let by = now.after(self.config.detach_timeout);
+        let by = Due::after(now, self.config.detach_timeout);
         for c in self.dev_mut(d).clients.iter_mut() {
             let closing = matches!(c.gate, super::fast::Gate::Closing(_));
             let waits = c.standing == Standing::Told
@@ -95,7 +95,7 @@ impl Spec {
     }
 
     fn tell_removed(&mut self, now: Tick, d: DeviceId, surprise: bool) {
-        let by = now.after(self.config.detach_timeout);
+        let by = Due::after(now, self.config.detach_timeout);
         let removing = self.dev(d).removal_begun;
         for s in self.live(d) {
             let c = &mut self.dev_mut(d).clients[s];
