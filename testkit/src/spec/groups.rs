@@ -321,9 +321,12 @@ impl Spec {
         Some(run.members.iter().map(|&m| DeviceId(m)).collect())
     }
 
-    /// Whether `d` is a member executing its group's reset through another carrier.
+    /// Whether `d` is a member executing its group's reset through another carrier (a
+    /// device of the group not taking part, e.g. vanished before the cycle began with a
+    /// reset of its own in flight, is not).
     pub(super) fn carried_by_another(&self, d: DeviceId) -> bool {
         self.run_of(d)
+            .filter(|r| r.members.contains(&d.0))
             .and_then(|r| r.carrier)
             .is_some_and(|c| c != d.0)
     }

@@ -209,8 +209,13 @@ impl Spec {
             return Err(Error::NoHardwareCommandInFlight);
         }
         // The carrier's answer ends every member's cycle, member by member (each then
-        // begins the sleep that waited for the cycle).
-        let group = self.take_group_run(d);
+        // begins the sleep that waited for the cycle). A device of the group not taking
+        // part (its own reset in flight when it vanished) ends only its own.
+        let group = if self.in_group_run(d) {
+            self.take_group_run(d)
+        } else {
+            None
+        };
         let grouped = group.is_some();
         let members = group.unwrap_or_else(|| vec![d]);
         let mut again = Vec::new();
