@@ -421,12 +421,10 @@ fn the_fence_ending_at_its_grace_queues_the_removals_teardown_beside_the_other_c
     d.set_port_state(DEV, PhysPort(0), LinkState::Active)
         .expect("link");
     let rt = d.runtime();
-    let first = rt
-        .with(|o, _| o.take(FLOOD))
-        .expect("client 0's link event");
-    let stuck = rt.with(|o, _| o.take(SM)).expect("client 1's link event");
+    let first = rt.with(|o, _| o.take(SM)).expect("client 0's link event");
     let done = carry_out(rt.os(), first);
-    rt.with(|o, now| o.finish(now, FLOOD, done));
+    rt.with(|o, now| o.finish(now, SM, done));
+    let stuck = rt.with(|o, _| o.take(SM)).expect("client 1's link event");
     for i in 0..20u32 {
         let state = [LinkState::Down, LinkState::Active][i as usize % 2];
         d.set_port_state(DEV, PhysPort(0), state).expect("link");
