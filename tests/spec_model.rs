@@ -8,10 +8,9 @@
 
 use arbitrary::Unstructured;
 use pnp_lifecycle::{
-    DeviceId, GroupId, HardwareCommand, Input, Output, RequestToken, StartResult, Tick,
-    TrustedTimeoutPolicy,
+    DeviceId, GroupId, HardwareCommand, Input, Output, Tick, TrustedTimeoutPolicy,
 };
-use pnp_lifecycle_testkit::gen::{small_config, Generator};
+use pnp_lifecycle_testkit::gen::{small_config, two_devices_in_one_group, Generator};
 use pnp_lifecycle_testkit::rng::SplitMix;
 use pnp_lifecycle_testkit::spec::covers;
 use pnp_lifecycle_testkit::{drive_to_quiescence, FastSmall, Fuzz, Quiesce, Small, Sut, World};
@@ -23,22 +22,6 @@ thread_local! {
     /// Walks near the end of the clock whose I9 drive stopped at a wait whose deadline
     /// lies beyond the end (carried exactly, so never reached).
     static BEYOND_THE_END: Cell<usize> = const { Cell::new(0) };
-}
-
-/// Two devices added, started and joined to reset group 0.
-fn group_prefix() -> Vec<(Tick, Input)> {
-    let t = Tick(0);
-    let mut v = Vec::new();
-    for (i, device) in [DeviceId(0), DeviceId(1)].into_iter().enumerate() {
-        let token = RequestToken(100 + i as u32);
-        v.push((t, Input::AddDevice { device }));
-        v.push((t, Input::Start { device, token }));
-        let result = StartResult::Started;
-        v.push((t, Input::StartDone { device, result }));
-        let group = GroupId(0);
-        v.push((t, Input::JoinResetGroup { device, group }));
-    }
-    v
 }
 
 /// A comparison beyond `World`'s, made after every step.
@@ -251,7 +234,7 @@ fn same_groups(world: &World<Fuzz>) -> Result<(), String> {
 #[test]
 fn spec_model_agrees_with_the_core_on_reset_group_walks() {
     let setup = Setup {
-        prefix: group_prefix(),
+        prefix: two_devices_in_one_group(),
         extra: Some(same_groups),
         ..Setup::plain()
     };
@@ -282,7 +265,7 @@ fn spec_model_agrees_with_the_core_near_the_end_of_the_clock() {
     );
     assert!(steps > 75_000, "only {steps} steps compared");
     let group = Setup {
-        prefix: group_prefix(),
+        prefix: two_devices_in_one_group(),
         extra: Some(same_groups),
         near_the_end: true,
         ..Setup::plain()
@@ -350,7 +333,7 @@ fn spec_model_agrees_with_the_core_across_a_reset_groups_graph() {
     use pnp_lifecycle::{ClientKind, Config};
     use pnp_lifecycle_testkit::explore::{explore_from, Bounds};
     use pnp_lifecycle_testkit::Pair;
-    let mut prefix = group_prefix();
+    let mut prefix = two_devices_in_one_group();
     let (device, kind) = (DeviceId(1), ClientKind::Untrusted);
     prefix.push((Tick(0), Input::Register { device, kind }));
     let config = Config {

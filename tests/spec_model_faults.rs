@@ -13,11 +13,11 @@
 use arbitrary::Unstructured;
 use pnp_lifecycle::planted::{plant, Fault};
 use pnp_lifecycle::{
-    ClientHandle, ClientKind, Config, DeviceId, GroupId, Input, PhysPort, PortSet, RequestToken,
+    ClientHandle, ClientKind, Config, DeviceId, Input, PhysPort, PortSet, RequestToken,
     StartResult, Tick, TrustedTimeoutPolicy,
 };
 use pnp_lifecycle_testkit::explore::{explore_from, Bounds, EXPLORER_PORTS};
-use pnp_lifecycle_testkit::gen::{small_config, Generator};
+use pnp_lifecycle_testkit::gen::{small_config, two_devices_in_one_group, Generator};
 use pnp_lifecycle_testkit::rng::SplitMix;
 use pnp_lifecycle_testkit::spec::covers;
 use pnp_lifecycle_testkit::{
@@ -185,19 +185,9 @@ fn explore_hunt(fault: Fault) -> Option<(usize, Violation)> {
 /// Two devices started in one reset group; an untrusted client on device 1 only (device 0
 /// has no voter: quiesced at once). The prefix of `tests/planted_core_faults.rs`.
 fn group_prefix() -> Vec<(Tick, Input)> {
-    let t = Tick(0);
-    let mut v = Vec::new();
-    for (i, device) in [DeviceId(0), DeviceId(1)].into_iter().enumerate() {
-        let token = RequestToken(100 + i as u32);
-        v.push((t, Input::AddDevice { device }));
-        v.push((t, Input::Start { device, token }));
-        let result = StartResult::Started;
-        v.push((t, Input::StartDone { device, result }));
-        let group = GroupId(0);
-        v.push((t, Input::JoinResetGroup { device, group }));
-    }
+    let mut v = two_devices_in_one_group();
     let (device, kind) = (DeviceId(1), ClientKind::Untrusted);
-    v.push((t, Input::Register { device, kind }));
+    v.push((Tick(0), Input::Register { device, kind }));
     v
 }
 

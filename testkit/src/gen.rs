@@ -39,6 +39,23 @@ pub fn small_config(u: &mut Unstructured<'_>) -> Result<Config> {
     })
 }
 
+/// Two devices (0 and 1) added, started (tokens 100 and 101) and joined to reset group 0,
+/// all at tick 0: where walks and explorations of reset groups begin.
+pub fn two_devices_in_one_group() -> Vec<(Tick, Input)> {
+    let t = Tick(0);
+    let mut v = Vec::new();
+    for (i, device) in [DeviceId(0), DeviceId(1)].into_iter().enumerate() {
+        let token = RequestToken(100 + i as u32);
+        v.push((t, Input::AddDevice { device }));
+        v.push((t, Input::Start { device, token }));
+        let result = StartResult::Started;
+        v.push((t, Input::StartDone { device, result }));
+        let group = GroupId(0);
+        v.push((t, Input::JoinResetGroup { device, group }));
+    }
+    v
+}
+
 impl Generator {
     /// A generator whose first token is 1.
     pub fn new() -> Self {

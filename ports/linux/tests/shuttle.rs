@@ -263,9 +263,24 @@ impl IbClient for Stuck {
     }
 }
 
+/// The most work items this scenario's driver can hold queued at once, however long the
+/// flood. The flood leaves at most one callback of the other client queued: the core keeps
+/// one callback in flight per client and a newer link state replaces an older one in the
+/// client's mailbox (DESIGN r3: "No client can make the machine refuse the OS"). All else
+/// is the removal's own work, each item ordered once: when the stuck client's fence ends
+/// at its grace, one `Timeout` orders the teardown (`Fenced`, its `ClientGone`, the
+/// release, the remove's completion, `DeviceRemoved`: five), which the timer hands to a
+/// worker thread (a timer never carries work out), so any thread may read all five before
+/// the worker or the waiting remove takes them; the other client's `ClientGone` (its last
+/// item) may still be queued beside them. Six; the deterministic interleaving is
+/// [`the_fence_ending_at_its_grace_queues_the_removals_teardown_beside_the_other_clients_last_item`].
+/// (The bound was 4 until a schedule read five.)
+const MOST_QUEUED: usize = 6;
+
 /// Finding: a callback stuck behind a flood of link changes, then surprise removal and
 /// PCI remove. Remove and the other client are held up by at most the callback deadline
-/// plus the fence grace (on the runtime's manual clock); the backlog stays bounded.
+/// plus the fence grace (on the runtime's manual clock); the backlog stays bounded
+/// ([`MOST_QUEUED`]).
 #[test]
 fn a_stuck_callback_behind_a_link_flood_holds_up_remove_by_at_most_deadline_and_grace() {
     const GRACE: u64 = 50;
@@ -305,7 +320,8 @@ fn a_stuck_callback_behind_a_link_flood_holds_up_remove_by_at_most_deadline_and_
                         };
                         let _ = d.set_port_state(DEV, PhysPort(0), state);
                     }
-                    assert!(d.backlog() <= 4, "backlog {}", d.backlog());
+                    let backlog = d.backlog();
+                    assert!(backlog <= MOST_QUEUED, "backlog {backlog}");
                 })
             };
             let pci = {
@@ -365,6 +381,83 @@ fn a_stuck_callback_behind_a_link_flood_holds_up_remove_by_at_most_deadline_and_
             );
         },
     );
+}
+
+/// The interleaving behind [`MOST_QUEUED`], step by step on a driver whose work is
+/// carried out only by hand (each step a thread's move between two holds of the lock):
+/// the stuck client's callback deadline passes and its fence begins; the timer finds
+/// nothing ready and decides to fire at the fence's grace; the PCI core reports the perm
+/// failure, the flood's thread carries out the other client's `remove`, the PCI core
+/// requests the removal, the flood's thread returns from the callback (the other client's
+/// `ClientGone` is queued); then the timer fires: the fence ends and the teardown is
+/// queued in one go. Six items wait until someone takes them; the flood itself never
+/// leaves more than the other client's one callback.
+#[test]
+fn the_fence_ending_at_its_grace_queues_the_removals_teardown_beside_the_other_clients_last_item() {
+    use pnp_lifecycle_linux::LinuxOs;
+    use pnp_lifecycle_runtime::ContextId;
+    use pnp_lifecycle_testkit::linux_port::race::{carry_out, coop_driver, pump};
+    use pnp_lifecycle_testkit::linux_port::RecordingHardware;
+    const SM: ContextId = ContextId(7); // the subnet manager's thread, stuck in a callback
+    const FLOOD: ContextId = ContextId(8);
+    let log = Log::new();
+    let clock = Arc::new(pnp_lifecycle_runtime::ManualClock::new(
+        pnp_lifecycle::Tick(0),
+    ));
+    let d = coop_driver(
+        CONFIG,
+        LinuxOs::new(RecordingHardware::new(&log)),
+        clock.clone(),
+    );
+    d.set_fence_grace(50);
+    let vote = PciErsResult::NeedReset;
+    d.register_client(Recorder::new(0, vote, &log), TRUSTED)
+        .expect("register");
+    d.register_client(Recorder::new(1, vote, &log), TRUSTED)
+        .expect("register");
+    pump(&d);
+    // The subnet manager's thread carries out client 0's link event, then is stuck in
+    // client 1's.
+    d.set_port_state(DEV, PhysPort(0), LinkState::Active)
+        .expect("link");
+    let rt = d.runtime();
+    let first = rt.with(|o, _| o.take(SM)).expect("client 0's link event");
+    let done = carry_out(rt.os(), first);
+    rt.with(|o, now| o.finish(now, SM, done));
+    let stuck = rt.with(|o, _| o.take(SM)).expect("client 1's link event");
+    for i in 0..20u32 {
+        let state = [LinkState::Down, LinkState::Active][i as usize % 2];
+        d.set_port_state(DEV, PhysPort(0), state).expect("link");
+        assert!(d.backlog() <= 1, "the flood piled up {}", d.backlog());
+        pump(&d);
+    }
+    // The callback deadline: client 1 is revoked and its fence waits out the callback.
+    let deadline = d.poll_timeout().expect("the callback's deadline");
+    clock.set(deadline);
+    d.timeout().expect("timeout");
+    assert_eq!(d.backlog(), 0, "the fence began, nothing to carry out");
+    // The timer sees nothing ready and no client's code running but the stuck one's.
+    let grace_ends = d.poll_timeout().expect("the fence's grace");
+    assert_eq!(grace_ends.0, deadline.0 + 50);
+    assert_eq!(
+        d.error_detected(DEV, PciChannelState::PermFailure),
+        PciErsResult::Disconnect
+    );
+    let removed = rt.with(|o, _| o.take(FLOOD)).expect("client 0's remove");
+    let remove = d.begin_remove(DEV).expect("remove");
+    let done = carry_out(rt.os(), removed);
+    rt.with(|o, now| o.finish(now, FLOOD, done));
+    assert_eq!(d.backlog(), 1, "client 0's ClientGone");
+    clock.set(grace_ends);
+    d.timeout().expect("timeout");
+    let snapshot = rt.inspect(|o| format!("{o:?}"));
+    assert_eq!(d.backlog(), MOST_QUEUED, "{snapshot}");
+    pump(&d);
+    assert_eq!(d.backlog(), 0);
+    assert!(remove.completion().is_some(), "the removal completed");
+    let done = carry_out(rt.os(), stuck);
+    rt.with(|o, now| o.finish(now, SM, done));
+    assert_eq!(rt.inspect(|o| o.anomalies()), 0);
 }
 
 /// Finding: remove while a `slot_reset` was claimed and `resume` never called must not
