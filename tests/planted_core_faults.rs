@@ -450,34 +450,9 @@ fn a_revoked_clients_gate_left_open_breaks_i15() {
 /// Two devices started in one reset group; an untrusted client on device 1 only (device 0
 /// has no voter: quiesced at once).
 fn group_prefix() -> Vec<(Tick, Input)> {
-    let t = Tick(0);
-    let mut v = Vec::new();
-    for (i, device) in [DeviceId(0), DeviceId(1)].into_iter().enumerate() {
-        v.push((t, Input::AddDevice { device }));
-        v.push((
-            t,
-            Input::Start {
-                device,
-                token: RequestToken(100 + i as u32),
-            },
-        ));
-        v.push((
-            t,
-            Input::StartDone {
-                device,
-                result: StartResult::Started,
-            },
-        ));
-        v.push((
-            t,
-            Input::JoinResetGroup {
-                device,
-                group: GroupId(0),
-            },
-        ));
-    }
+    let mut v = pnp_lifecycle_testkit::gen::two_devices_in_one_group();
     v.push((
-        t,
+        Tick(0),
         Input::Register {
             device: DeviceId(1),
             kind: ClientKind::Untrusted,

@@ -324,7 +324,8 @@ fn spec_model_agrees_with_the_core_across_the_explorers_graph() {
 }
 
 /// The explorer's graph from two started devices in one reset group with an untrusted
-/// client on the second (the prefix of `tests/planted_core_faults.rs`), every edge
+/// client on the second (`gen::two_devices_in_one_group` and the client, as
+/// `tests/planted_core_faults.rs` starts), every edge
 /// compared with the spec model, with liveness drives, under `FailDevice` (a member fails
 /// mid-cycle; `tests/explore.rs`'s group graph, compared with the spec model too, keeps
 /// `Revoke`).

@@ -3,7 +3,7 @@
 
 use pnp_lifecycle::{
     Access, CannotResetReason, ClientHandle, ClientKind, Config, CycleOutcome, DeviceId, Epoch,
-    GroupId, Input, Output, RequestToken, StartResult, Tick, TrustedTimeoutPolicy,
+    Input, Output, Tick, TrustedTimeoutPolicy,
 };
 use pnp_lifecycle_testkit::{Fuzz, World};
 
@@ -33,16 +33,7 @@ pub const GROUP_DEADLINE: u64 = 4 + CONFIG.group_cycle_timeout();
 /// operation still in flight. Device 1 (no voter) is ready for the group's one reset,
 /// which device 0's fenced operation holds back (I12).
 pub fn failed_member_holding_the_groups_reset() -> Vec<(Tick, Input)> {
-    let mut v = Vec::new();
-    for (i, device) in [DeviceId(0), DeviceId(1)].into_iter().enumerate() {
-        let token = RequestToken(100 + i as u32);
-        v.push((Tick(0), Input::AddDevice { device }));
-        v.push((Tick(0), Input::Start { device, token }));
-        let result = StartResult::Started;
-        v.push((Tick(0), Input::StartDone { device, result }));
-        let group = GroupId(0);
-        v.push((Tick(0), Input::JoinResetGroup { device, group }));
-    }
+    let mut v = pnp_lifecycle_testkit::gen::two_devices_in_one_group();
     let (device, kind) = (DeviceId(0), ClientKind::Trusted);
     v.push((Tick(4), Input::Register { device, kind }));
     v.push((Tick(4), Input::FatalError { device }));
