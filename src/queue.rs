@@ -1,6 +1,6 @@
 //! The fixed-capacity output queue: a ring of outputs plus an overflow count.
 
-use crate::types::Output;
+use crate::types::{Error, Output};
 
 /// Room is checked before an input is accepted, so a push never finds the queue full; if
 /// it ever did, the output would be counted in `overflowed` rather than lost silently (the
@@ -79,6 +79,19 @@ impl<const Q: usize> OutputQueue<Q> {
     #[inline]
     pub(crate) fn free(&self) -> usize {
         Q - self.len
+    }
+
+    /// I10: an input is taken only if the queue has room for the most outputs it can
+    /// produce (`needed`); otherwise it is refused, and nothing changes, with the
+    /// owner's own backlog as the reason. The one home of that check.
+    #[inline(always)]
+    pub(crate) fn room_for(&self, needed: usize) -> Result<(), Error> {
+        if self.free() < needed {
+            return Err(Error::OutputBacklog {
+                needed: u16::try_from(needed).unwrap_or(u16::MAX),
+            });
+        }
+        Ok(())
     }
 
     pub(crate) const fn overflowed(&self) -> u32 {
