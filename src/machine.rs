@@ -116,6 +116,10 @@ pub struct Lifecycle<
     group_cycles: [Option<groups::GroupCycle>; DEVICES],
     /// The earliest deadline of those cycles, kept current as they change.
     group_deadline: Option<Tick>,
+    /// `poll_timeout` may read the devices' deadlines alone: no reset group's cycle waits
+    /// on a deadline and the driver has not unloaded. Kept by `handle_slow` (the fast path
+    /// changes neither), so the owner loop's question costs one test more than the read.
+    timer_is_devices: bool,
     outputs: OutputQueue<QUEUE>,
 }
 
@@ -154,6 +158,7 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Lifecycle<D
             devices: [const { Device::new() }; D],
             group_cycles: [None; D],
             group_deadline: None,
+            timer_is_devices: true,
             outputs: OutputQueue::new(),
         }
     }
@@ -219,6 +224,7 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Lifecycle<D
             .devices
             .iter()
             .all(|d| d.front == d.front_row(self.driver != DriverPhase::Loaded)));
+        debug_assert_eq!(self.timer_is_devices, self.timer_is_devices_now());
         let kind = input.kind();
         let Some(device_id) = input.device() else {
             return self.handle_slow(now, input);
@@ -265,7 +271,13 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Lifecycle<D
         for device in self.devices.iter_mut() {
             device.front = device.front_row(unloading);
         }
+        self.timer_is_devices = self.timer_is_devices_now();
         result
+    }
+
+    /// What [`Lifecycle::timer_is_devices`] follows from.
+    fn timer_is_devices_now(&self) -> bool {
+        self.group_deadline.is_none() && self.driver != DriverPhase::Unloaded
     }
 
     // `unloading`: the driver is unloading (else it is loaded).
@@ -475,13 +487,24 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Lifecycle<D
     /// When the machine next needs an [`Input::Timeout`], if it waits on a deadline: the
     /// earliest deadline of any device (a callback, a `RESET` answer, a detach).
     #[must_use = "arm the owner's timer at the returned time (feed `Input::Timeout` then)"]
+    #[inline]
     pub fn poll_timeout(&self) -> Option<Tick> {
-        if self.driver == DriverPhase::Unloaded {
-            return None;
-        }
         // Each device keeps its earliest deadline current: O(1) a device; so does the
         // driver for its reset groups' cycles.
         let devices = self.devices.iter().filter_map(|d| d.next_deadline()).min();
+        if self.timer_is_devices {
+            return devices;
+        }
+        self.poll_timeout_with_groups(devices)
+    }
+
+    /// `poll_timeout` while a reset group's cycle waits or the driver unloaded.
+    #[cold]
+    #[inline(never)]
+    fn poll_timeout_with_groups(&self, devices: Option<Tick>) -> Option<Tick> {
+        if self.driver == DriverPhase::Unloaded {
+            return None;
+        }
         match (devices, self.group_deadline) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
