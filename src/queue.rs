@@ -86,12 +86,14 @@ impl<const Q: usize> OutputQueue<Q> {
     /// owner's own backlog as the reason. The one home of that check.
     #[inline(always)]
     pub(crate) fn room_for(&self, needed: usize) -> Result<(), Error> {
-        if self.free() < needed {
-            return Err(Error::OutputBacklog {
+        // `len` against a bound known when `needed` is (one compare of memory with a
+        // constant; `free()` here cost a subtraction more, as `len <= Q` is not known).
+        match Q.checked_sub(needed) {
+            Some(most) if self.len <= most => Ok(()),
+            _ => Err(Error::OutputBacklog {
                 needed: u16::try_from(needed).unwrap_or(u16::MAX),
-            });
+            }),
         }
-        Ok(())
     }
 
     pub(crate) const fn overflowed(&self) -> u32 {
