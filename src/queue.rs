@@ -102,14 +102,24 @@ impl<const Q: usize> OutputQueue<Q> {
 
     #[inline]
     pub(crate) fn push(&mut self, output: Output) {
-        // The ring's end tested once: below it the index needs no other bound.
-        let index = self.head + self.len;
-        let entry = if index < Q {
-            self.buf.get_mut(index)
-        } else {
-            self.buf.get_mut(index - Q)
-        };
-        match entry {
+        // Below the ring's end, one bound says both that the index is in the ring and
+        // that there is room (`head + len < Q` gives `len < Q`). An owner that drains
+        // after every input never gets past it (a drain starts the ring again).
+        if let Some(entry) = self.buf.get_mut(self.head + self.len) {
+            *entry = output;
+            self.len += 1;
+            return;
+        }
+        self.push_wrapped(output);
+    }
+
+    /// `push` where the next entry is past the ring's end: it wraps to the start, or the
+    /// queue is full and the output is counted as lost.
+    #[cold]
+    #[inline(never)]
+    fn push_wrapped(&mut self, output: Output) {
+        let index = (self.head + self.len).wrapping_sub(Q);
+        match self.buf.get_mut(index) {
             Some(entry) if self.len < Q => {
                 *entry = output;
                 self.len += 1;
