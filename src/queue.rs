@@ -1,6 +1,6 @@
 //! The fixed-capacity output queue: a ring of outputs plus an overflow count.
 
-use crate::types::Output;
+use crate::types::{Error, Output};
 
 /// Room is checked before an input is accepted, so a push never finds the queue full; if
 /// it ever did, the output would be counted in `overflowed` rather than lost silently (the
@@ -81,20 +81,45 @@ impl<const Q: usize> OutputQueue<Q> {
         Q - self.len
     }
 
+    /// I10: an input is taken only if the queue has room for the most outputs it can
+    /// produce (`needed`); otherwise it is refused, and nothing changes, with the
+    /// owner's own backlog as the reason. The one home of that check.
+    #[inline(always)]
+    pub(crate) fn room_for(&self, needed: usize) -> Result<(), Error> {
+        // `len` against a bound known when `needed` is (one compare of memory with a
+        // constant; `free()` here cost a subtraction more, as `len <= Q` is not known).
+        match Q.checked_sub(needed) {
+            Some(most) if self.len <= most => Ok(()),
+            _ => Err(Error::OutputBacklog {
+                needed: u16::try_from(needed).unwrap_or(u16::MAX),
+            }),
+        }
+    }
+
     pub(crate) const fn overflowed(&self) -> u32 {
         self.overflowed
     }
 
     #[inline]
     pub(crate) fn push(&mut self, output: Output) {
-        // The ring's end tested once: below it the index needs no other bound.
-        let index = self.head + self.len;
-        let entry = if index < Q {
-            self.buf.get_mut(index)
-        } else {
-            self.buf.get_mut(index - Q)
-        };
-        match entry {
+        // Below the ring's end, one bound says both that the index is in the ring and
+        // that there is room (`head + len < Q` gives `len < Q`). An owner that drains
+        // after every input never gets past it (a drain starts the ring again).
+        if let Some(entry) = self.buf.get_mut(self.head + self.len) {
+            *entry = output;
+            self.len += 1;
+            return;
+        }
+        self.push_wrapped(output);
+    }
+
+    /// `push` where the next entry is past the ring's end: it wraps to the start, or the
+    /// queue is full and the output is counted as lost.
+    #[cold]
+    #[inline(never)]
+    fn push_wrapped(&mut self, output: Output) {
+        let index = (self.head + self.len).wrapping_sub(Q);
+        match self.buf.get_mut(index) {
             Some(entry) if self.len < Q => {
                 *entry = output;
                 self.len += 1;

@@ -43,7 +43,32 @@ pub(crate) struct Ctx<'a, const Q: usize> {
     pub(crate) group_blocker: Option<(DeviceId, CannotResetReason)>,
 }
 
-impl<const Q: usize> Ctx<'_, Q> {
+impl<'a, const Q: usize> Ctx<'a, Q> {
+    /// The context of one device input, once the queue has room for the `needed` outputs
+    /// its worst case produces (I10: else it is refused and nothing changes). Every entry
+    /// of a device input (the machine's fast and slow paths, a group member's) builds its
+    /// context here.
+    #[inline(always)]
+    pub(crate) fn for_input(
+        out: &'a mut OutputQueue<Q>,
+        needed: usize,
+        config: &'a Config,
+        device: DeviceId,
+        now: Tick,
+        unloading: bool,
+        group_blocker: Option<(DeviceId, CannotResetReason)>,
+    ) -> Result<Self, Error> {
+        out.room_for(needed)?;
+        Ok(Ctx {
+            device,
+            now,
+            config,
+            unloading,
+            out,
+            group_blocker,
+        })
+    }
+
     /// Command the hardware.
     fn hardware(&mut self, command: HardwareCommand) {
         debug!("device {} hardware {}", self.device.0, command);

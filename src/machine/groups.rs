@@ -352,20 +352,15 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Lifecycle<D
             _ => None,
         };
         // An input on a member may move every member.
-        let needed = Self::DRIVER_INPUT_OUTPUTS;
-        if self.outputs.free() < needed {
-            return Err(Error::OutputBacklog {
-                needed: u16::try_from(needed).unwrap_or(u16::MAX),
-            });
-        }
-        let mut cx = Ctx {
-            device: device_id,
+        let mut cx = Ctx::for_input(
+            &mut self.outputs,
+            Self::DRIVER_INPUT_OUTPUTS,
+            &self.config,
+            device_id,
             now,
-            config: &self.config,
             unloading,
-            out: &mut self.outputs,
-            group_blocker: blocked,
-        };
+            blocked,
+        )?;
         let result = match input {
             Input::JoinResetGroup { group, .. } => {
                 join(device, &self.group_cycles, group).map(|()| Reply::Accepted)
@@ -375,13 +370,10 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Lifecycle<D
             }
             _ => super::dispatch(device, &mut cx, input),
         };
-        if result.is_ok() {
-            // Fast path: gates open once settled.
-            device.open_gates_when_settled(&mut cx);
+        if super::end_input(result.is_ok(), device, &mut cx, &mut self.now, now) {
             // A device that just joined settles its new group: a member already waiting
             // for a cycle (its reset wanted in a power transition) begins it now.
             let group = group.or(device.group.group);
-            self.now = now;
             if let Some(group) = group {
                 self.settle_group(group, carrier_done);
             }
