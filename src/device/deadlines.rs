@@ -46,10 +46,10 @@ pub(super) fn ack_timeout(config: &Config, kind: ClientKind) -> u64 {
 /// fence ends that wait).
 #[cfg_attr(not(target_os = "none"), inline(always))]
 pub(super) fn callback_deadline(config: &Config, slot: &Slot) -> Option<Tick> {
-    if planted!(NoCallbackDeadline) || slot.fence_requested {
+    if planted!(NoCallbackDeadline) || slot.fence_requested() {
         return None;
     }
-    due(slot.callback?, config.callback_timeout)
+    due(slot.callback()?, config.callback_timeout)
 }
 
 /// When a callback handed over at `called` overruns, for a slot with no fence asked for
@@ -93,7 +93,7 @@ pub(super) fn slot_deadlines(config: &Config, slot: &Slot) -> SlotDeadlines {
 
 /// Whether a slot holds hardware operations no fence has been asked for yet.
 pub(super) fn unfenced_ops(slot: &Slot) -> bool {
-    slot.ops_pending() && !slot.fence_requested
+    slot.ops_pending() && !slot.fence_requested()
 }
 
 /// A device's earliest deadline, kept current input by input.
@@ -389,8 +389,8 @@ impl<const C: usize, const P: usize> Device<C, P> {
         let mut untrusted = Earliest::NONE;
         let mut closes = Earliest::NONE;
         for slot in self.registry.occupied_slots() {
-            if !slot.fence_requested {
-                callbacks.add(slot.callback);
+            if !slot.fence_requested() {
+                callbacks.add(slot.callback());
                 if let Gate::Closing { since } = slot.gate {
                     closes.add(Some(since));
                 }

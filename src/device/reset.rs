@@ -286,7 +286,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
         if !slot.is_voting() {
             return Err(Error::NotVoting);
         }
-        if slot.mailbox.holds_reset() {
+        if slot.mailbox().holds_reset() {
             return Err(Error::ResetNotDelivered);
         }
         self.earliest.remove(voter_due(cx.config, slot));
