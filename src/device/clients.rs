@@ -227,10 +227,16 @@ impl<const C: usize, const P: usize> Device<C, P> {
             ..
         } = &mut self.phase
         {
-            *voters = voters.saturating_sub(1);
             *reset_needed |= needs_reset;
-            if *voters == 0 || (planted!(ResetWithOneVoterLeft) && *voters == 1) {
+            // `voters` goes down by one (never below zero), and the last makes it run.
+            if *voters <= 1 {
+                *voters = 0;
                 self.execute_quiesced(cx);
+            } else {
+                *voters -= 1;
+                if planted!(ResetWithOneVoterLeft) && *voters == 1 {
+                    self.execute_quiesced(cx);
+                }
             }
         }
     }
