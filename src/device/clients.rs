@@ -153,6 +153,11 @@ impl<const C: usize, const P: usize> Device<C, P> {
         } else {
             Event::Recovered { epoch }
         };
+        // I3: a cycle ends only once every voter answered, left or was revoked: no answer
+        // deadline goes here (one is left only under a planted fault).
+        if planted!(ResetWithOneVoterLeft) {
+            self.earliest.invalidate();
+        }
         let mut told: u16 = 0;
         for index in self.registry.occupied() {
             let Some(slot) = self.registry.slots.get_mut(index) else {
@@ -161,10 +166,6 @@ impl<const C: usize, const P: usize> Device<C, P> {
             let ClientState::Active { role, fresh, .. } = &mut slot.state else {
                 continue;
             };
-            if *role == Role::Voting {
-                // A voter's answer deadline goes.
-                self.earliest.invalidate();
-            }
             *role = Role::Idle;
             if reset_end {
                 *fresh = false;
