@@ -18,34 +18,8 @@ impl<const C: usize, const P: usize> Device<C, P> {
         index: usize,
         event: Event,
     ) {
-        let Some(slot) = self.registry.slots.get_mut(index) else {
-            return;
-        };
-        if (slot.callback().is_none() || planted!(SecondCallbackInFlight)) && !slot.has_mail() {
-            // The deadlines follow: the callback's begins, and the answer's with a RESET.
-            if slot.callback().is_some() {
-                self.earliest.remove(callback_deadline(cx.config, slot));
-            }
-            slot.call(cx.now);
-            self.earliest.add(callback_deadline(cx.config, slot));
-            if event == Event::Reset {
-                if slot.reset_delivered.is_some() {
-                    self.earliest.remove(voter_deadline(cx.config, slot));
-                }
-                slot.reset_delivered = Some(cx.now);
-                self.earliest.add(voter_deadline(cx.config, slot));
-            }
-            let client = Registry::<C>::handle(cx.device, index, slot);
-            cx.out.push(Output::Notify { client, event });
-        } else {
-            if event == Event::Reset && slot.reset_delivered.is_some() {
-                // I13: no answer deadline runs while the RESET cannot be answered.
-                self.earliest.remove(voter_deadline(cx.config, slot));
-                slot.reset_delivered = None;
-            }
-            // I11: bounded by construction (a newer link state replaces an older one,
-            // `Removed`/`Revoked` replace everything): no client can fill it.
-            slot.put(event);
+        if let Some(slot) = self.registry.slots.get_mut(index) {
+            notify_slot(cx, &mut self.earliest, index, slot, event);
         }
     }
 
@@ -159,10 +133,10 @@ impl<const C: usize, const P: usize> Device<C, P> {
             self.earliest.invalidate();
         }
         let mut told: u16 = 0;
-        for index in self.registry.occupied() {
-            let Some(slot) = self.registry.slots.get_mut(index) else {
-                continue;
-            };
+        let occupied = self.registry.occupied();
+        let earliest = &mut self.earliest;
+        let slots = self.registry.slots.get_mut(occupied).unwrap_or(&mut []);
+        for (index, slot) in slots.iter_mut().enumerate() {
             let ClientState::Active { role, fresh, .. } = &mut slot.state else {
                 continue;
             };
@@ -173,7 +147,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
             if tell(cx, index, slot, event).is_some() {
                 told += 1;
             } else {
-                self.notify(cx, index, event);
+                notify_slot(cx, earliest, index, slot, event);
             }
         }
         self.earliest.add_n(callback_due(cx.config, cx.now), told);
@@ -697,6 +671,44 @@ impl<const C: usize, const P: usize> Device<C, P> {
             });
         }
         caps.ok_or(Error::NotBound)
+    }
+}
+
+/// `Device::notify` on the slot at hand (`index` in its registry), the device's
+/// deadlines following, so that a loop over the slots can tell each.
+#[cfg_attr(not(target_os = "none"), inline(always))]
+fn notify_slot<const Q: usize>(
+    cx: &mut Ctx<'_, Q>,
+    earliest: &mut Earliest,
+    index: usize,
+    slot: &mut Slot,
+    event: Event,
+) {
+    if (slot.callback().is_none() || planted!(SecondCallbackInFlight)) && !slot.has_mail() {
+        // The deadlines follow: the callback's begins, and the answer's with a RESET.
+        if slot.callback().is_some() {
+            earliest.remove(callback_deadline(cx.config, slot));
+        }
+        slot.call(cx.now);
+        earliest.add(callback_deadline(cx.config, slot));
+        if event == Event::Reset {
+            if slot.reset_delivered.is_some() {
+                earliest.remove(voter_deadline(cx.config, slot));
+            }
+            slot.reset_delivered = Some(cx.now);
+            earliest.add(voter_deadline(cx.config, slot));
+        }
+        let client = slot.handle(cx.device, index);
+        cx.out.push(Output::Notify { client, event });
+    } else {
+        if event == Event::Reset && slot.reset_delivered.is_some() {
+            // I13: no answer deadline runs while the RESET cannot be answered.
+            earliest.remove(voter_deadline(cx.config, slot));
+            slot.reset_delivered = None;
+        }
+        // I11: bounded by construction (a newer link state replaces an older one,
+        // `Removed`/`Revoked` replace everything): no client can fill it.
+        slot.put(event);
     }
 }
 
