@@ -144,14 +144,15 @@ impl Slot {
         mailbox: Mailbox::new(),
     };
 
-    /// A new client of `generation` in `state`, nothing in flight or waiting.
-    pub(crate) const fn registered(generation: u16, state: ClientState, kind: ClientKind) -> Slot {
-        Slot {
-            generation,
+    /// A new client in `state` takes the slot, nothing in flight or waiting (written in
+    /// place: a slot built apart and copied in costs a bare-metal build a `memcpy`).
+    pub(crate) fn register(&mut self, state: ClientState, kind: ClientKind) {
+        *self = Slot {
+            generation: self.generation,
             state,
             kind,
             ..Slot::FREE
-        }
+        };
     }
 
     /// When the one callback in flight to this client was handed to the owner.

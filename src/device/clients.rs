@@ -254,8 +254,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
         };
         let index = self.registry.free_slot().ok_or(Error::RegistryFull)?;
         let slot = self.registry.slot_mut(index).ok_or(Error::RegistryFull)?;
-        *slot = Slot::registered(
-            slot.generation,
+        slot.register(
             ClientState::Active {
                 role,
                 fresh: true,
