@@ -535,4 +535,92 @@ mod tests {
         assert_eq!(r.occupied(), 0..4);
         assert_eq!(r.occupied_slots().filter(|s| s.occupied()).count(), 1);
     }
+
+    /// `can_take_now` is one test of bits kept by every change to the callback, the
+    /// mailbox and the fence: after any sequence of those changes it must say what the
+    /// callback, the mailbox's contents and the fence say, each followed here apart.
+    #[test]
+    fn the_busy_bits_follow_every_change() {
+        let events = [
+            Event::Reset,
+            Event::DeviceStopped,
+            Event::Revoked,
+            Event::LinkChanged {
+                port: PhysPort(0),
+                state: crate::types::LinkState::Active,
+            },
+        ];
+        let mut slot = Slot::FREE;
+        let (mut callback, mut fence) = (None, false);
+        let mut seed = 0x2545_f491_u32;
+        for step in 0..5_000u64 {
+            seed ^= seed << 13;
+            seed ^= seed >> 17;
+            seed ^= seed << 5;
+            match seed % 7 {
+                0 => {
+                    slot.call(Tick(step));
+                    callback = Some(Tick(step));
+                }
+                1 => {
+                    slot.callback_returned();
+                    callback = None;
+                }
+                2 => {
+                    slot.request_fence();
+                    fence = true;
+                }
+                3 => {
+                    slot.fence_reported();
+                    fence = false;
+                }
+                4 => slot.clear_mailbox(),
+                5 => {
+                    let _ = slot.take(|port| {
+                        Some(Event::LinkChanged {
+                            port,
+                            state: crate::types::LinkState::Down,
+                        })
+                    });
+                }
+                _ => slot.put(events[(seed >> 8) as usize % events.len()]),
+            }
+            let empty = slot.mailbox().is_empty();
+            assert_eq!(slot.callback(), callback, "step {step}");
+            assert_eq!(slot.fence_requested(), fence, "step {step}");
+            assert_eq!(slot.has_mail(), !empty, "step {step}");
+            assert_eq!(
+                slot.can_take_now(),
+                callback.is_none() && empty && !fence,
+                "step {step}"
+            );
+            assert_eq!(slot.in_flight(), callback.is_some() || fence, "step {step}");
+        }
+    }
+
+    /// A returned callback's tick means nothing: slots that differ only in it are equal
+    /// and hash alike (the explorer counts states by equality); callbacks in flight since
+    /// different ticks are not equal.
+    #[test]
+    fn a_returned_callbacks_tick_is_no_part_of_the_state() {
+        extern crate std;
+        use core::hash::{Hash, Hasher};
+        use std::collections::hash_map::DefaultHasher;
+        let hash = |s: &Slot| {
+            let mut h = DefaultHasher::new();
+            s.hash(&mut h);
+            h.finish()
+        };
+        let mut returned = Slot::FREE;
+        returned.call(Tick(5));
+        returned.callback_returned();
+        assert_eq!(returned, Slot::FREE);
+        assert_eq!(hash(&returned), hash(&Slot::FREE));
+        let (mut a, mut b) = (Slot::FREE, Slot::FREE);
+        a.call(Tick(5));
+        b.call(Tick(6));
+        assert_ne!(a, b);
+        b.call(Tick(5));
+        assert_eq!(a, b);
+    }
 }
