@@ -296,7 +296,7 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Lifecycle<D
         let phase = device.phase.kind();
         if planted!(RefuseSurpriseWhileCallbackRuns)
             && kind == InputKind::SurpriseRemoval
-            && device.registry.slots.iter().any(|s| s.callback.is_some())
+            && device.registry.slots.iter().any(|s| s.callback().is_some())
         {
             return Err(Error::InvalidState { phase, input: kind });
         }
@@ -479,7 +479,7 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Lifecycle<D
             .devices
             .iter()
             .flat_map(|d| d.registry.slots.iter())
-            .map(|s| u32::from(s.mailbox.overflowed()))
+            .map(|s| u32::from(s.mailbox().overflowed()))
             .sum();
         self.outputs.overflowed().saturating_add(events)
     }
@@ -661,10 +661,10 @@ fn view(slot: &crate::registry::Slot) -> ClientView {
         kind: slot.kind,
         state: slot.state,
         ports: slot.ports,
-        callback_in_flight: slot.callback.is_some(),
+        callback_in_flight: slot.callback().is_some(),
         operations_in_flight: u8::try_from(slot.ops).unwrap_or(u8::MAX),
-        waiting_events: u8::try_from(slot.mailbox.len()).unwrap_or(u8::MAX),
-        fence_requested: slot.fence_requested,
+        waiting_events: u8::try_from(slot.mailbox().len()).unwrap_or(u8::MAX),
+        fence_requested: slot.fence_requested(),
     }
 }
 

@@ -2,7 +2,7 @@
 
 use crate::device::fast::Gate;
 use crate::mailbox::Mailbox;
-use crate::types::{ClientHandle, ClientKind, DeviceId, Error, PortSet, Tick};
+use crate::types::{ClientHandle, ClientKind, DeviceId, Error, Event, PhysPort, PortSet, Tick};
 
 /// Hardware operations one client may have in flight; one more is refused with
 /// [`Error::TooManyOperations`] (the client's own error, never a refusal of the OS).
@@ -50,6 +50,57 @@ value_type! {
     }
 }
 
+/// What keeps a client from being told an event at once, one bit each, so that the
+/// question a broadcast asks of every slot is one test ([`Slot::can_take_now`]).
+mod busy {
+    /// A callback to the client is in flight.
+    pub(super) const CALLBACK: u8 = 1;
+    /// Events wait in its mailbox.
+    pub(super) const MAIL: u8 = 2;
+    /// The owner was asked to fence it.
+    pub(super) const FENCE: u8 = 4;
+}
+
+/// A slot's callback in flight (and when it was handed over), waiting events and fence
+/// asked for (see `busy`). Equal when the bits are, and the callbacks' hand-over ticks
+/// while one is in flight: a tick left from a returned callback means nothing.
+#[derive(Debug, Clone, Copy)]
+struct Busy {
+    bits: u8,
+    /// When the callback in flight was handed over, while `bits` has `CALLBACK`.
+    called: Tick,
+}
+
+impl Busy {
+    const IDLE: Busy = Busy {
+        bits: 0,
+        called: Tick(0),
+    };
+
+    const fn callback(&self) -> Option<Tick> {
+        if self.bits & busy::CALLBACK != 0 {
+            Some(self.called)
+        } else {
+            None
+        }
+    }
+}
+
+impl PartialEq for Busy {
+    fn eq(&self, other: &Busy) -> bool {
+        self.bits == other.bits && self.callback() == other.callback()
+    }
+}
+
+impl Eq for Busy {}
+
+impl core::hash::Hash for Busy {
+    fn hash<H: core::hash::Hasher>(&self, state: &mut H) {
+        self.bits.hash(state);
+        self.callback().hash(state);
+    }
+}
+
 /// One registry slot.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) struct Slot {
@@ -61,8 +112,9 @@ pub(crate) struct Slot {
     pub(crate) kind: ClientKind,
     /// The ports the client bound.
     pub(crate) ports: PortSet,
-    /// When the one callback in flight to this client was handed to the owner.
-    pub(crate) callback: Option<Tick>,
+    /// Its callback in flight, waiting events and fence asked for: changed only through
+    /// the methods below, which keep the bits and the mailbox in step.
+    busy: Busy,
     /// When this client's `RESET` of the running cycle was handed to the owner: its
     /// answer's deadline counts from here (I13), not from the cycle's start, since a
     /// `RESET` held behind the client's own callback cannot be answered before it arrives.
@@ -74,11 +126,9 @@ pub(crate) struct Slot {
     pub(crate) ops: u32,
     /// The client's fast-path gate, as the machine told the owner (see `device::fast`).
     pub(crate) gate: Gate,
-    /// The owner was asked to fence the client ([`crate::Output::Fence`]); only
-    /// [`crate::Input::FenceDone`] ends the wait for what it has in flight.
-    pub(crate) fence_requested: bool,
-    /// Events not yet handed over (at most one callback is in flight).
-    pub(crate) mailbox: Mailbox,
+    /// Events not yet handed over (at most one callback is in flight); changed only
+    /// through the methods below.
+    mailbox: Mailbox,
 }
 
 impl Slot {
@@ -87,26 +137,113 @@ impl Slot {
         state: ClientState::Free,
         kind: ClientKind::Trusted,
         ports: PortSet::EMPTY,
-        callback: None,
+        busy: Busy::IDLE,
         reset_delivered: None,
         ops: 0,
         gate: Gate::Shut,
-        fence_requested: false,
         mailbox: Mailbox::new(),
     };
+
+    /// A new client in `state` takes the slot, nothing in flight or waiting (written in
+    /// place: a slot built apart and copied in costs a bare-metal build a `memcpy`).
+    pub(crate) fn register(&mut self, state: ClientState, kind: ClientKind) {
+        *self = Slot {
+            generation: self.generation,
+            state,
+            kind,
+            ..Slot::FREE
+        };
+    }
+
+    /// When the one callback in flight to this client was handed to the owner.
+    #[inline(always)]
+    pub(crate) const fn callback(&self) -> Option<Tick> {
+        self.busy.callback()
+    }
+
+    /// Whether the owner was asked to fence the client ([`crate::Output::Fence`]); only
+    /// [`crate::Input::FenceDone`] ends the wait for what it has in flight.
+    #[inline(always)]
+    pub(crate) const fn fence_requested(&self) -> bool {
+        self.busy.bits & busy::FENCE != 0
+    }
+
+    /// Whether events wait in the client's mailbox (read from the mailbox, so that a
+    /// callback's return clears its bit with one write, not a read and a write).
+    #[inline(always)]
+    pub(crate) fn has_mail(&self) -> bool {
+        !self.mailbox.is_empty()
+    }
+
+    /// The events not yet handed over.
+    pub(crate) const fn mailbox(&self) -> &Mailbox {
+        &self.mailbox
+    }
+
+    /// A callback is handed to the client at `now`.
+    #[inline(always)]
+    pub(crate) fn call(&mut self, now: Tick) {
+        self.busy.bits |= busy::CALLBACK;
+        self.busy.called = now;
+    }
+
+    /// The client's callback returned (or was fenced).
+    #[inline(always)]
+    pub(crate) fn callback_returned(&mut self) {
+        self.busy.bits &= !busy::CALLBACK;
+    }
+
+    /// The owner is asked to fence the client.
+    pub(crate) fn request_fence(&mut self) {
+        self.busy.bits |= busy::FENCE;
+    }
+
+    /// The owner reported the fence done.
+    pub(crate) fn fence_reported(&mut self) {
+        self.busy.bits &= !busy::FENCE;
+    }
+
+    /// Keep `event` for later (see `crate::mailbox`).
+    pub(crate) fn put(&mut self, event: Event) {
+        self.mailbox.put(event);
+        self.mail_changed();
+    }
+
+    /// Forget every waiting event.
+    pub(crate) fn clear_mailbox(&mut self) {
+        self.mailbox.clear();
+        self.mail_changed();
+    }
+
+    /// The next waiting event to call the client with (see `Mailbox::take`).
+    #[inline]
+    pub(crate) fn take(&mut self, link_of: impl Fn(PhysPort) -> Option<Event>) -> Option<Event> {
+        let event = self.mailbox.take(link_of);
+        self.mail_changed();
+        event
+    }
+
+    fn mail_changed(&mut self) {
+        let mail = if self.mailbox.is_empty() {
+            0
+        } else {
+            busy::MAIL
+        };
+        self.busy.bits = (self.busy.bits & !busy::MAIL) | mail;
+    }
 
     /// Whether something of this client's is still in flight that removal must wait for:
     /// a callback, a hardware operation, or a fence the owner has not reported done.
     pub(crate) const fn in_flight(&self) -> bool {
-        self.callback.is_some() || self.ops_pending() || self.fence_requested
+        self.busy.bits & (busy::CALLBACK | busy::FENCE) != 0 || self.ops_pending()
     }
 
     /// Whether an event can be handed to this client at once: no callback in flight,
     /// nothing waiting before it, and no fence asked for (its callback then has a
-    /// deadline: see `device::deadlines`).
+    /// deadline: see `device::deadlines`). One test.
     #[inline(always)]
     pub(crate) fn can_take_now(&self) -> bool {
-        self.callback.is_none() && self.mailbox.is_empty() && !self.fence_requested
+        self.busy.bits == 0
     }
 
     /// Whether hardware operations of this client may be in flight: granted ones, or an
@@ -397,5 +534,93 @@ mod tests {
         occupy(&mut r, 3);
         assert_eq!(r.occupied(), 0..4);
         assert_eq!(r.occupied_slots().filter(|s| s.occupied()).count(), 1);
+    }
+
+    /// `can_take_now` is one test of bits kept by every change to the callback, the
+    /// mailbox and the fence: after any sequence of those changes it must say what the
+    /// callback, the mailbox's contents and the fence say, each followed here apart.
+    #[test]
+    fn the_busy_bits_follow_every_change() {
+        let events = [
+            Event::Reset,
+            Event::DeviceStopped,
+            Event::Revoked,
+            Event::LinkChanged {
+                port: PhysPort(0),
+                state: crate::types::LinkState::Active,
+            },
+        ];
+        let mut slot = Slot::FREE;
+        let (mut callback, mut fence) = (None, false);
+        let mut seed = 0x2545_f491_u32;
+        for step in 0..5_000u64 {
+            seed ^= seed << 13;
+            seed ^= seed >> 17;
+            seed ^= seed << 5;
+            match seed % 7 {
+                0 => {
+                    slot.call(Tick(step));
+                    callback = Some(Tick(step));
+                }
+                1 => {
+                    slot.callback_returned();
+                    callback = None;
+                }
+                2 => {
+                    slot.request_fence();
+                    fence = true;
+                }
+                3 => {
+                    slot.fence_reported();
+                    fence = false;
+                }
+                4 => slot.clear_mailbox(),
+                5 => {
+                    let _ = slot.take(|port| {
+                        Some(Event::LinkChanged {
+                            port,
+                            state: crate::types::LinkState::Down,
+                        })
+                    });
+                }
+                _ => slot.put(events[(seed >> 8) as usize % events.len()]),
+            }
+            let empty = slot.mailbox().is_empty();
+            assert_eq!(slot.callback(), callback, "step {step}");
+            assert_eq!(slot.fence_requested(), fence, "step {step}");
+            assert_eq!(slot.has_mail(), !empty, "step {step}");
+            assert_eq!(
+                slot.can_take_now(),
+                callback.is_none() && empty && !fence,
+                "step {step}"
+            );
+            assert_eq!(slot.in_flight(), callback.is_some() || fence, "step {step}");
+        }
+    }
+
+    /// A returned callback's tick means nothing: slots that differ only in it are equal
+    /// and hash alike (the explorer counts states by equality); callbacks in flight since
+    /// different ticks are not equal.
+    #[test]
+    fn a_returned_callbacks_tick_is_no_part_of_the_state() {
+        extern crate std;
+        use core::hash::{Hash, Hasher};
+        use std::collections::hash_map::DefaultHasher;
+        let hash = |s: &Slot| {
+            let mut h = DefaultHasher::new();
+            s.hash(&mut h);
+            h.finish()
+        };
+        let mut returned = Slot::FREE;
+        returned.call(Tick(5));
+        returned.callback_returned();
+        assert_eq!(returned, Slot::FREE);
+        assert_eq!(hash(&returned), hash(&Slot::FREE));
+        let (mut a, mut b) = (Slot::FREE, Slot::FREE);
+        a.call(Tick(5));
+        b.call(Tick(6));
+        assert_ne!(a, b);
+        b.call(Tick(5));
+        assert_eq!(a, b);
     }
 }

@@ -18,35 +18,8 @@ impl<const C: usize, const P: usize> Device<C, P> {
         index: usize,
         event: Event,
     ) {
-        let Some(slot) = self.registry.slots.get_mut(index) else {
-            return;
-        };
-        if (slot.callback.is_none() || planted!(SecondCallbackInFlight)) && slot.mailbox.is_empty()
-        {
-            // The deadlines follow: the callback's begins, and the answer's with a RESET.
-            if slot.callback.is_some() {
-                self.earliest.remove(callback_deadline(cx.config, slot));
-            }
-            slot.callback = Some(cx.now);
-            self.earliest.add(callback_deadline(cx.config, slot));
-            if event == Event::Reset {
-                if slot.reset_delivered.is_some() {
-                    self.earliest.remove(voter_deadline(cx.config, slot));
-                }
-                slot.reset_delivered = Some(cx.now);
-                self.earliest.add(voter_deadline(cx.config, slot));
-            }
-            let client = Registry::<C>::handle(cx.device, index, slot);
-            cx.out.push(Output::Notify { client, event });
-        } else {
-            if event == Event::Reset && slot.reset_delivered.is_some() {
-                // I13: no answer deadline runs while the RESET cannot be answered.
-                self.earliest.remove(voter_deadline(cx.config, slot));
-                slot.reset_delivered = None;
-            }
-            // I11: bounded by construction (a newer link state replaces an older one,
-            // `Removed`/`Revoked` replace everything): no client can fill it.
-            slot.mailbox.put(event);
+        if let Some(slot) = self.registry.slots.get_mut(index) {
+            notify_slot(cx, &mut self.earliest, index, slot, event);
         }
     }
 
@@ -63,8 +36,8 @@ impl<const C: usize, const P: usize> Device<C, P> {
                 .contains(port)
                 .then_some(Event::LinkChanged { port, state })
         };
-        if let Some(event) = slot.mailbox.take(link_of) {
-            slot.callback = Some(cx.now);
+        if let Some(event) = slot.take(link_of) {
+            slot.call(cx.now);
             if event == Event::Reset {
                 // I13: a RESET held behind the client's callback is answerable from now.
                 slot.reset_delivered = Some(cx.now);
@@ -96,12 +69,12 @@ impl<const C: usize, const P: usize> Device<C, P> {
             warn!("device {} revokes client {}", cx.device.0, index);
             slot.state = ClientState::Revoked;
         }
-        slot.mailbox.clear();
-        let fence = (slot.callback.is_some() || slot.ops_pending())
-            && !slot.fence_requested
+        slot.clear_mailbox();
+        let fence = (slot.callback().is_some() || slot.ops_pending())
+            && !slot.fence_requested()
             && !planted!(NoFenceForStuckCallback);
         if fence {
-            slot.fence_requested = true;
+            slot.request_fence();
             let client = Registry::<C>::handle(cx.device, index, slot);
             cx.out.push(Output::Fence { client });
         }
@@ -154,18 +127,19 @@ impl<const C: usize, const P: usize> Device<C, P> {
         } else {
             Event::Recovered { epoch }
         };
+        // I3: a cycle ends only once every voter answered, left or was revoked: no answer
+        // deadline goes here (one is left only under a planted fault).
+        if planted!(ResetWithOneVoterLeft) {
+            self.earliest.invalidate();
+        }
         let mut told: u16 = 0;
-        for index in self.registry.occupied() {
-            let Some(slot) = self.registry.slots.get_mut(index) else {
-                continue;
-            };
+        let occupied = self.registry.occupied();
+        let earliest = &mut self.earliest;
+        let slots = self.registry.slots.get_mut(occupied).unwrap_or(&mut []);
+        for (index, slot) in slots.iter_mut().enumerate() {
             let ClientState::Active { role, fresh, .. } = &mut slot.state else {
                 continue;
             };
-            if *role == Role::Voting {
-                // A voter's answer deadline goes.
-                self.earliest.invalidate();
-            }
             *role = Role::Idle;
             if reset_end {
                 *fresh = false;
@@ -173,7 +147,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
             if tell(cx, index, slot, event).is_some() {
                 told += 1;
             } else {
-                self.notify(cx, index, event);
+                notify_slot(cx, earliest, index, slot, event);
             }
         }
         self.earliest.add_n(callback_due(cx.config, cx.now), told);
@@ -228,10 +202,16 @@ impl<const C: usize, const P: usize> Device<C, P> {
             ..
         } = &mut self.phase
         {
-            *voters = voters.saturating_sub(1);
             *reset_needed |= needs_reset;
-            if *voters == 0 || (planted!(ResetWithOneVoterLeft) && *voters == 1) {
+            // `voters` goes down by one (never below zero), and the last makes it run.
+            if *voters <= 1 {
+                *voters = 0;
                 self.execute_quiesced(cx);
+            } else {
+                *voters -= 1;
+                if planted!(ResetWithOneVoterLeft) && *voters == 1 {
+                    self.execute_quiesced(cx);
+                }
             }
         }
     }
@@ -274,17 +254,15 @@ impl<const C: usize, const P: usize> Device<C, P> {
         };
         let index = self.registry.free_slot().ok_or(Error::RegistryFull)?;
         let slot = self.registry.slot_mut(index).ok_or(Error::RegistryFull)?;
-        *slot = Slot {
-            generation: slot.generation,
-            state: ClientState::Active {
+        slot.register(
+            ClientState::Active {
                 role,
                 fresh: true,
                 holding: false,
                 cannot_pause: false,
             },
             kind,
-            ..Slot::FREE
-        };
+        );
         let client = Registry::<C>::handle(cx.device, index, slot);
         self.registry.mark(index, true);
         self.gate_follows_client(cx, index); // I15: opens while running
@@ -317,7 +295,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
         let before = slot_deadlines(cx.config, slot);
         // I1: after unregister returns, nothing more is addressed to the client.
         if !planted!(NotifyAfterUnregister) {
-            slot.mailbox.clear();
+            slot.clear_mailbox();
         }
         if slot.in_flight() {
             slot.state = ClientState::Unregistered;
@@ -340,21 +318,21 @@ impl<const C: usize, const P: usize> Device<C, P> {
         client: ClientHandle,
     ) -> Result<(), Error> {
         let (index, slot) = self.registry.current_mut(client)?;
-        if slot.fence_requested {
+        if slot.fence_requested() {
             // I12: once a fence is asked for, only the fence ends the wait.
             return Ok(());
         }
-        let Some(called) = slot.callback else {
+        let Some(called) = slot.callback() else {
             return Err(Error::NoCallbackInFlight);
         };
         self.earliest.remove(callback_due(cx.config, called));
-        slot.callback = None;
-        let deliver_anyway = planted!(NotifyAfterUnregister) && !slot.mailbox.is_empty();
+        slot.callback_returned();
+        let deliver_anyway = planted!(NotifyAfterUnregister) && slot.has_mail();
         if slot.state == ClientState::Unregistered && !deliver_anyway {
             if !slot.in_flight() {
                 self.free_slot(cx, index);
             }
-        } else if !slot.mailbox.is_empty() {
+        } else if slot.has_mail() {
             // Nothing waiting (the usual case) needs no delivery.
             self.deliver_next(cx, index);
         }
@@ -384,7 +362,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
             });
         }
         let (index, slot) = self.registry.active_mut(client)?;
-        let Some(called) = slot.callback else {
+        let Some(called) = slot.callback() else {
             return Err(Error::NoCallbackInFlight);
         };
         let ClientState::Active {
@@ -402,7 +380,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
                 if role != Role::Voting {
                     return Err(Error::NotVoting);
                 }
-                if slot.mailbox.holds_reset() {
+                if slot.mailbox().holds_reset() {
                     return Err(Error::ResetNotDelivered);
                 }
             }
@@ -415,7 +393,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
         // `callback_done`'s usual case and its callback's deadline runs; it stays live
         // (and voting), so the answer meets what it met above.
         self.earliest.remove(callback_due(cx.config, called));
-        slot.callback = None;
+        slot.callback_returned();
         // The answer's own change, made here on the slot at hand (nothing the return
         // goes on to do below reads it).
         if let ClientState::Active {
@@ -436,7 +414,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
             // RESET (checked above), so handing one over below moves no answer deadline.
             self.earliest.remove(voter_due(cx.config, slot));
         }
-        if !slot.mailbox.is_empty() {
+        if slot.has_mail() {
             self.deliver_next(cx, index);
         }
         if reset_answer {
@@ -466,13 +444,13 @@ impl<const C: usize, const P: usize> Device<C, P> {
     ) -> Result<(), Error> {
         let index = self.registry.current(client)?;
         let slot = self.registry.slot_mut(index).ok_or(Error::UnknownClient)?;
-        if !slot.fence_requested {
+        if !slot.fence_requested() {
             return Err(Error::NoFenceRequested);
         }
         let before = slot_deadlines(cx.config, slot);
         let had_ops = slot.ops_pending();
-        slot.fence_requested = false;
-        slot.callback = None;
+        slot.fence_reported();
+        slot.callback_returned();
         slot.ops = 0;
         slot.gate = fast::Gate::Shut; // the fence covers the fast path too
         self.registry.ops_changed(index, had_ops);
@@ -631,7 +609,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
     ) -> Result<(), Error> {
         let index = self.registry.current(client)?;
         let slot = self.registry.slot_mut(index).ok_or(Error::UnknownClient)?;
-        if slot.fence_requested {
+        if slot.fence_requested() {
             // I12: once a fence is asked for, only the fence ends the wait.
             return Ok(());
         }
@@ -695,6 +673,44 @@ impl<const C: usize, const P: usize> Device<C, P> {
     }
 }
 
+/// `Device::notify` on the slot at hand (`index` in its registry), the device's
+/// deadlines following, so that a loop over the slots can tell each.
+#[cfg_attr(not(target_os = "none"), inline(always))]
+fn notify_slot<const Q: usize>(
+    cx: &mut Ctx<'_, Q>,
+    earliest: &mut Earliest,
+    index: usize,
+    slot: &mut Slot,
+    event: Event,
+) {
+    if (slot.callback().is_none() || planted!(SecondCallbackInFlight)) && !slot.has_mail() {
+        // The deadlines follow: the callback's begins, and the answer's with a RESET.
+        if slot.callback().is_some() {
+            earliest.remove(callback_deadline(cx.config, slot));
+        }
+        slot.call(cx.now);
+        earliest.add(callback_deadline(cx.config, slot));
+        if event == Event::Reset {
+            if slot.reset_delivered.is_some() {
+                earliest.remove(voter_deadline(cx.config, slot));
+            }
+            slot.reset_delivered = Some(cx.now);
+            earliest.add(voter_deadline(cx.config, slot));
+        }
+        let client = slot.handle(cx.device, index);
+        cx.out.push(Output::Notify { client, event });
+    } else {
+        if event == Event::Reset && slot.reset_delivered.is_some() {
+            // I13: no answer deadline runs while the RESET cannot be answered.
+            earliest.remove(voter_deadline(cx.config, slot));
+            slot.reset_delivered = None;
+        }
+        // I11: bounded by construction (a newer link state replaces an older one,
+        // `Removed`/`Revoked` replace everything): no client can fill it.
+        slot.put(event);
+    }
+}
+
 /// Hand `event` to the client in slot `index` at once if it can take it now
 /// (`Slot::can_take_now`), as `Device::notify` does, except that its callback's deadline
 /// (and, with a `RESET`, its answer's) is the caller's to add: clients told by one input
@@ -710,7 +726,7 @@ pub(super) fn tell<const Q: usize>(
     if !slot.can_take_now() {
         return None;
     }
-    slot.callback = Some(cx.now);
+    slot.call(cx.now);
     if event == Event::Reset {
         slot.reset_delivered = Some(cx.now);
     }

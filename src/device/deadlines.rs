@@ -46,10 +46,10 @@ pub(super) fn ack_timeout(config: &Config, kind: ClientKind) -> u64 {
 /// fence ends that wait).
 #[cfg_attr(not(target_os = "none"), inline(always))]
 pub(super) fn callback_deadline(config: &Config, slot: &Slot) -> Option<Tick> {
-    if planted!(NoCallbackDeadline) || slot.fence_requested {
+    if planted!(NoCallbackDeadline) || slot.fence_requested() {
         return None;
     }
-    due(slot.callback?, config.callback_timeout)
+    due(slot.callback()?, config.callback_timeout)
 }
 
 /// When a callback handed over at `called` overruns, for a slot with no fence asked for
@@ -93,34 +93,35 @@ pub(super) fn slot_deadlines(config: &Config, slot: &Slot) -> SlotDeadlines {
 
 /// Whether a slot holds hardware operations no fence has been asked for yet.
 pub(super) fn unfenced_ops(slot: &Slot) -> bool {
-    slot.ops_pending() && !slot.fence_requested
+    slot.ops_pending() && !slot.fence_requested()
 }
 
 /// A device's earliest deadline, kept current input by input.
 ///
-/// It counts the deadlines at the earliest tick and, while every other deadline falls at
-/// one later tick, knows that tick too, so that when the last deadline at the earliest
-/// tick goes the next earliest is at hand without a search: a reset cycle's callbacks
-/// (all due at one tick) end before its voters' answers (due at another), and the last
-/// callback returned finds the answers' tick here. Only deadlines at a third tick make
-/// the next one unknown; it is then found again by a search (`stale`).
+/// It counts the deadlines at the earliest tick and, apart, the rest; while every other
+/// deadline falls at one later tick, it knows that tick too, so that when the last deadline
+/// at the earliest tick goes the next earliest is at hand without a search: a reset
+/// cycle's callbacks (all due at one tick) end before its voters' answers (due at
+/// another), and the last callback returned finds the answers' tick here. Only deadlines at
+/// a third tick make the next one unknown; it is then found again by a search (`stale`).
+/// Removing a deadline changes one count: the one at the earliest tick, or the rest.
 ///
-/// `at` means something only while `total` is above zero (it is zero otherwise, so equal
-/// states stay equal): a deadline beyond the clock's range is never counted, so every
-/// counted one is a tick, and no sentinel tick is needed. The counts never overflow: a
-/// device has at most two deadlines a client slot (its callback's and its `RESET`
-/// answer's), one a fast-path gate and the phase's, at most 3 · 256 + 1 < `u16::MAX`;
-/// and a deadline is removed only after it was added, so they never go below zero.
+/// `at` means something only while `count` is above zero (it is zero otherwise, so equal
+/// states stay equal; `rest` is then zero too): a deadline beyond the clock's range is
+/// never counted, so every counted one is a tick, and no sentinel tick is needed. The
+/// counts never overflow: a device has at most two deadlines a client slot (its
+/// callback's and its `RESET` answer's), one a fast-path gate and the phase's, at most
+/// 3 · 256 + 1 < `u16::MAX`; and a deadline is removed only after it was added, so they
+/// never go below zero.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) struct Earliest {
-    /// The earliest deadline's tick, while `total` is above zero.
+    /// The earliest deadline's tick, while `count` is above zero.
     at: u64,
     /// How many of the device's deadlines fall at `at`: when the last of them goes, the
-    /// next one takes its place (or is found again).
+    /// next one takes its place (or is found again, or there is none left).
     count: u16,
-    /// How many deadlines the device waits on in all: when the last goes, there is no
-    /// earliest left to find.
-    total: u16,
+    /// How many of the device's deadlines fall later than `at`.
+    rest: u16,
     /// With `two`, the tick every deadline not at `at` falls at (if there is any).
     next: u64,
     /// Every deadline not at `at` falls at `next`: when the last at `at` goes, the rest
@@ -134,7 +135,7 @@ impl Earliest {
     pub(crate) const NONE: Earliest = Earliest {
         at: 0,
         count: 0,
-        total: 0,
+        rest: 0,
         next: 0,
         two: true,
         stale: false,
@@ -143,7 +144,13 @@ impl Earliest {
     /// The earliest deadline, if any is counted.
     #[inline(always)]
     fn at(&self) -> Option<Tick> {
-        (self.total != 0).then_some(Tick(self.at))
+        (self.count != 0).then_some(Tick(self.at))
+    }
+
+    /// How many deadlines the device waits on in all.
+    #[cfg(test)]
+    fn total(&self) -> u16 {
+        self.count.wrapping_add(self.rest)
     }
 
     /// A deadline was added.
@@ -165,19 +172,22 @@ impl Earliest {
     /// a bare-metal build keeps one copy.
     #[cfg_attr(not(target_os = "none"), inline(always))]
     fn add_at(&mut self, at: u64, n: u16) {
-        if self.total == 0 {
+        if self.count == 0 {
             self.at = at;
             self.count = n;
             self.two = true;
         } else if at == self.at {
             self.count = self.count.wrapping_add(n);
-        } else if self.total == self.count {
+        } else if self.rest == 0 {
             // One tick so far: the two are known.
             self.next = self.at.max(at);
             self.two = true;
             if at < self.at {
                 self.at = at;
+                self.rest = self.count;
                 self.count = n;
+            } else {
+                self.rest = n;
             }
         } else {
             // A third tick makes the next one unknown.
@@ -185,10 +195,12 @@ impl Earliest {
             if at < self.at {
                 self.two = false;
                 self.at = at;
+                self.rest = self.rest.wrapping_add(self.count);
                 self.count = n;
+            } else {
+                self.rest = self.rest.wrapping_add(n);
             }
         }
-        self.total = self.total.wrapping_add(n);
     }
 
     /// The same starts `ticks` later (nothing, beyond the clock's range).
@@ -196,7 +208,7 @@ impl Earliest {
         let Some(at) = self.at().and_then(|at| due(at, ticks)) else {
             return Earliest::NONE;
         };
-        if !self.two || self.total == self.count {
+        if !self.two || self.rest == 0 {
             return Earliest { at: at.0, ..self };
         }
         match due(Tick(self.next), ticks) {
@@ -208,7 +220,7 @@ impl Earliest {
             // The later tick is beyond the clock's range: those deadlines are never due.
             None => Earliest {
                 at: at.0,
-                total: self.count,
+                rest: 0,
                 next: 0,
                 ..self
             },
@@ -217,20 +229,19 @@ impl Earliest {
 
     /// `other`'s deadlines were added.
     fn add_many(&mut self, other: Earliest) {
-        if other.total == 0 {
+        if other.count == 0 {
             return;
         }
         self.add_at(other.at, other.count);
-        let rest = other.total.wrapping_sub(other.count);
-        if rest == 0 {
+        if other.rest == 0 {
             return;
         }
         if other.two {
-            self.add_at(other.next, rest);
+            self.add_at(other.next, other.rest);
         } else {
             // At ticks not known (each after `other.at`, so after the earliest).
             self.two = false;
-            self.total = self.total.wrapping_add(rest);
+            self.rest = self.rest.wrapping_add(other.rest);
         }
     }
 
@@ -238,32 +249,34 @@ impl Earliest {
     #[cfg_attr(not(target_os = "none"), inline(always))]
     pub(super) fn remove(&mut self, at: Option<Tick>) {
         let Some(Tick(at)) = at else { return };
-        self.total = self.total.wrapping_sub(1);
         if at == self.at {
             self.count = self.count.wrapping_sub(1);
-            if self.total == 0 {
-                // Nothing left to wait on: no search.
-                *self = Earliest {
-                    stale: self.stale,
-                    ..Earliest::NONE
-                };
-            } else if self.count == 0 {
+            if self.count == 0 {
                 self.next_in_place();
             }
+        } else {
+            self.rest = self.rest.wrapping_sub(1);
         }
     }
 
-    /// The last deadline at the earliest tick went while others remain: if they all fall
-    /// at one tick, it is the earliest now; if not, the earliest is found again.
+    /// The last deadline at the earliest tick went: none left, or the rest, if they all
+    /// fall at one tick, are the earliest now; if not, the earliest is found again.
     #[cold]
     fn next_in_place(&mut self) {
-        if !self.two {
+        if self.rest == 0 {
+            // Nothing left to wait on: no search.
+            *self = Earliest {
+                stale: self.stale,
+                ..Earliest::NONE
+            };
+        } else if !self.two {
             self.stale = true;
-            return;
+        } else {
+            self.at = self.next;
+            self.count = self.rest;
+            self.rest = 0;
+            self.next = 0;
         }
-        self.at = self.next;
-        self.count = self.total;
-        self.next = 0;
     }
 
     /// A slot's deadlines changed from `before` to `after` (ignored while stale: the end
@@ -376,8 +389,8 @@ impl<const C: usize, const P: usize> Device<C, P> {
         let mut untrusted = Earliest::NONE;
         let mut closes = Earliest::NONE;
         for slot in self.registry.occupied_slots() {
-            if !slot.fence_requested {
-                callbacks.add(slot.callback);
+            if !slot.fence_requested() {
+                callbacks.add(slot.callback());
                 if let Gate::Closing { since } = slot.gate {
                     closes.add(Some(since));
                 }
@@ -549,7 +562,7 @@ mod tests {
                     }
                 }
                 assert_eq!(e.at(), all.iter().min().map(|&t| Tick(t)), "{e:?} {all:?}");
-                assert_eq!(usize::from(e.total), all.len());
+                assert_eq!(usize::from(e.total()), all.len());
                 // Parts shifted and merged give the same earliest.
                 let (odd, even): (Vec<u64>, Vec<u64>) = all.iter().partition(|&&t| t % 20 != 0);
                 let part = |ts: &[u64]| {
@@ -563,7 +576,7 @@ mod tests {
                 merged.add_many(part(&odd));
                 merged.add_many(part(&even));
                 assert_eq!(merged.at(), all.iter().min().map(|&t| Tick(t + 7)));
-                assert_eq!(usize::from(merged.total), all.len());
+                assert_eq!(usize::from(merged.total()), all.len());
                 // Removing every deadline of the merged one in order of tick never
                 // leaves a wrong earliest.
                 let mut sorted: Vec<u64> = all.iter().map(|t| t + 7).collect();

@@ -48,7 +48,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
             ClientState::Revoked => planted!(GateOpenedForRevokedClient),
             _ => false,
         };
-        let unfenced = !slot.fence_requested || planted!(GateOpenedForRevokedClient);
+        let unfenced = !slot.fence_requested() || planted!(GateOpenedForRevokedClient);
         self.fast_path && self.phase == Phase::Running && client_ok && unfenced
     }
 
@@ -175,7 +175,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
         };
         slot.ops = slot.ops.saturating_add(carried);
         let state = slot.state;
-        let unfenced = slot.ops_pending() && !slot.fence_requested;
+        let unfenced = slot.ops_pending() && !slot.fence_requested();
         let gone = state == ClientState::Unregistered && !slot.in_flight();
         self.registry.ops_changed(index, had_ops);
         if carried > 0 {
@@ -227,7 +227,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
         self.registry
             .occupied_slots()
             .filter_map(|slot| match slot.gate {
-                Gate::Closing { since } if !slot.fence_requested => {
+                Gate::Closing { since } if !slot.fence_requested() => {
                     due(since, config.operation_timeout)
                 }
                 _ => None,
@@ -247,7 +247,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
         for index in self.registry.occupied() {
             let overran = self.registry.slot(index).is_some_and(|slot| {
                 matches!(slot.gate, Gate::Closing { since }
-                    if !slot.fence_requested
+                    if !slot.fence_requested()
                         && due(since, cx.config.operation_timeout).is_some_and(|at| cx.now >= at))
             });
             if overran {

@@ -104,7 +104,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
         if !slot.is_voting() {
             return Err(Error::NotVoting);
         }
-        if slot.mailbox.holds_reset() {
+        if slot.mailbox().holds_reset() {
             return Err(Error::ResetNotDelivered);
         }
         if self.group.taking_part() {

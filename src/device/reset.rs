@@ -165,8 +165,10 @@ impl<const C: usize, const P: usize> Device<C, P> {
         // A voter that can take its RESET now is told in place (`tell`); its callback's
         // and its answer's deadlines, the same for every such voter of its kind, are added
         // once at the end.
-        let mut voters = 0usize;
-        let mut told = [0u16; 2]; // trusted, untrusted
+        // Counted as they go: every voter, the untrusted told, and the voters not told now.
+        let mut voters = 0u16;
+        let mut untrusted = 0u16;
+        let mut waiting = 0u16;
         for index in self.registry.occupied() {
             let Some(slot) = self.registry.slots.get_mut(index) else {
                 continue;
@@ -177,16 +179,16 @@ impl<const C: usize, const P: usize> Device<C, P> {
             *role = Role::Voting;
             voters += 1;
             match clients::tell(cx, index, slot, Event::Reset) {
-                Some(ClientKind::Trusted) => told[0] += 1,
-                Some(ClientKind::Untrusted) => told[1] += 1,
+                Some(kind) => untrusted += u16::from(kind == ClientKind::Untrusted),
                 None => {
+                    waiting += 1;
                     // Its answer deadline begins when this cycle's RESET is delivered.
                     slot.reset_delivered = None;
                     self.notify(cx, index, Event::Reset);
                 }
             }
         }
-        let [trusted, untrusted] = told;
+        let trusted = voters - waiting - untrusted;
         let now = cx.now;
         self.earliest
             .add_n(callback_due(cx.config, now), trusted + untrusted);
@@ -198,7 +200,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
             cx,
             Phase::Quiescing {
                 since: cx.now,
-                voters: u16::try_from(voters).unwrap_or(u16::MAX),
+                voters,
                 // With no voter nobody can say it recovers: the reset runs.
                 reset_needed: voters == 0,
                 draining: None,
@@ -286,7 +288,7 @@ impl<const C: usize, const P: usize> Device<C, P> {
         if !slot.is_voting() {
             return Err(Error::NotVoting);
         }
-        if slot.mailbox.holds_reset() {
+        if slot.mailbox().holds_reset() {
             return Err(Error::ResetNotDelivered);
         }
         self.earliest.remove(voter_due(cx.config, slot));
