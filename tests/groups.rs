@@ -278,6 +278,18 @@ fn powering_down_with_a_query_pending(o: &mut Three, _: ClientHandle) {
     });
 }
 
+/// B idle-powered down: its client's `PowerDown` news returned, the hardware in Dx.
+fn idle_powered_down(o: &mut Three, b: ClientHandle) {
+    let t = o.token();
+    o.ok(Input::PowerDown {
+        device: B,
+        kind: PowerDownKind::Idle,
+        token: t,
+    });
+    o.ok(Input::CallbackDone { client: b });
+    o.ok(Input::PowerDownDone { device: B });
+}
+
 type Setup = fn(&mut Three, ClientHandle);
 
 /// A member that cannot take part: how B gets there, its phase, and the reason named.
@@ -354,14 +366,7 @@ fn a_fatal_error_on_a_member_whose_query_is_pending_waits_for_the_query() {
 #[test]
 fn a_member_in_an_idle_power_down_is_powered_up_first() {
     let (mut o, a, b) = group();
-    let t = o.token();
-    o.ok(Input::PowerDown {
-        device: B,
-        kind: PowerDownKind::Idle,
-        token: t,
-    });
-    o.ok(Input::CallbackDone { client: b });
-    o.ok(Input::PowerDownDone { device: B });
+    idle_powered_down(&mut o, b);
     let out = o.ok(Input::ResetRequest { client: a });
     assert_eq!(
         out,
@@ -402,14 +407,7 @@ fn a_member_in_an_idle_power_down_is_powered_up_first() {
 #[test]
 fn a_member_back_from_a_lost_state_power_up_takes_part_in_the_groups_reset() {
     let (mut o, a, b) = group();
-    let t = o.token();
-    o.ok(Input::PowerDown {
-        device: B,
-        kind: PowerDownKind::Idle,
-        token: t,
-    });
-    o.ok(Input::CallbackDone { client: b });
-    o.ok(Input::PowerDownDone { device: B });
+    idle_powered_down(&mut o, b);
     o.ok(Input::ResetRequest { client: a });
     o.ok(Input::CallbackDone { client: a });
     assert_eq!(o.ok(Input::ResetExecute { client: a }), vec![]);
@@ -527,14 +525,7 @@ fn a_member_surprise_removed_while_the_reset_runs_ends_with_the_carriers_report(
 #[test]
 fn the_groups_cycle_has_one_deadline() {
     let (mut o, a, b) = group();
-    let t = o.token();
-    o.ok(Input::PowerDown {
-        device: B,
-        kind: PowerDownKind::Idle,
-        token: t,
-    });
-    o.ok(Input::CallbackDone { client: b });
-    o.ok(Input::PowerDownDone { device: B });
+    idle_powered_down(&mut o, b);
     o.at(100);
     o.ok(Input::ResetRequest { client: a });
     o.ok(Input::CallbackDone { client: a });
@@ -909,14 +900,7 @@ fn the_groups_deadline_names_the_failed_member_whose_fence_holds_the_reset() {
 #[test]
 fn the_groups_deadline_names_the_member_still_waited_for_not_one_that_failed_idle() {
     let (mut o, a, b) = group_with(FAIL_DEVICE);
-    let t = o.token();
-    o.ok(Input::PowerDown {
-        device: B,
-        kind: PowerDownKind::Idle,
-        token: t,
-    });
-    o.ok(Input::CallbackDone { client: b });
-    o.ok(Input::PowerDownDone { device: B });
+    idle_powered_down(&mut o, b);
     assert_eq!(
         o.ok(Input::ResetRequest { client: a }),
         vec![notify(a, Event::Reset), at(B, HardwareCommand::PowerUp)]
