@@ -687,11 +687,7 @@ impl<const D: usize, const C: usize, const P: usize, const Q: usize> Lifecycle<D
         } else {
             1
         };
-        if self.outputs.free() < needed {
-            return Err(Error::OutputBacklog {
-                needed: u16::try_from(needed).unwrap_or(u16::MAX),
-            });
-        }
+        self.outputs.room_for(needed)?;
         if !handled {
             return Ok(());
         }
