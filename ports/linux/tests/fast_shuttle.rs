@@ -17,14 +17,16 @@ use pnp_lifecycle_testkit::linux_port::{explore, iterations, shuttle_driver, tim
 use pnp_lifecycle_testkit::observed::{check, Log, Obs};
 use shuttle::thread;
 
-/// Verbs that began on the fast path and were carried by a close while they ran.
-static CARRIED: AtomicUsize = AtomicUsize::new(0);
+/// Verbs that began on the fast path and were carried by a close while they ran, one
+/// count per race: the tests run in parallel, and one shared count was reset by each
+/// race's start under another's feet (a landmark then read 0 by chance).
+static CARRIED: [AtomicUsize; 5] = [const { AtomicUsize::new(0) }; 5];
 
 type D = Arc<Driver<ShuttleKernel>>;
 
 /// `n` verbs of registration `id` (client number `client` in the log) through a context
 /// taken once; refused verbs are the point of the race: nothing to do.
-fn verbs(d: &D, log: &Log, client: u32, id: ClientId, n: usize) {
+fn verbs(d: &D, log: &Log, client: u32, id: ClientId, n: usize, carried_by: &AtomicUsize) {
     let Ok(ctx) = d.hw_context(id, DEV) else {
         return;
     };
@@ -46,7 +48,7 @@ fn verbs(d: &D, log: &Log, client: u32, id: ClientId, n: usize) {
                     .inspect(|o| o.machine().client(ctx.handle()))
                     .is_some_and(|v| v.operations_in_flight > 0);
             if carried {
-                CARRIED.fetch_add(1, Ordering::Relaxed);
+                carried_by.fetch_add(1, Ordering::Relaxed);
             }
             let _ = d.end_verb(&ctx, op);
         }
@@ -115,7 +117,8 @@ enum Against {
 }
 
 fn race(against: Against) {
-    CARRIED.store(0, Ordering::Relaxed);
+    let counter = &CARRIED[against as usize];
+    counter.store(0, Ordering::Relaxed);
     let name = format!("verbs on the fast path vs {against:?}");
     explore(&name, iterations(300), move || {
         let second = match against {
@@ -129,7 +132,7 @@ fn race(against: Against) {
             .enumerate()
             .map(|(i, id)| {
                 let (d, log, id) = (d.clone(), log.clone(), *id);
-                thread::spawn(move || verbs(&d, &log, i as u32, id, 2))
+                thread::spawn(move || verbs(&d, &log, i as u32, id, 2, &CARRIED[against as usize]))
             })
             .collect();
         let t = {
@@ -165,7 +168,7 @@ fn race(against: Against) {
         finish(&d, &log);
         t.join().unwrap();
     });
-    let carried = CARRIED.load(Ordering::Relaxed);
+    let carried = counter.load(Ordering::Relaxed);
     println!("{name}: {carried} verbs begun on the fast path were carried by a close");
     assert!(
         carried > 0,
